@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralphmesh/ralph/internal/mesh"
+)
+
+func newUpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "up",
+		Short: "Run every service in one process (embedded NATS JetStream and Redis when no URL is set)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(cfg, false)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			m, err := mesh.Start(ctx, cfg, log, mesh.Options{Embed: true, Console: cmd.OutOrStdout()})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			natsEmb, redisEmb := m.Embedded()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "NATS JetStream: %s%s\n", m.NATSURL, tag(natsEmb))
+			fmt.Fprintf(out, "Redis:          %s%s\n", m.RedisURL, tag(redisEmb))
+			fmt.Fprintf(out, "services:       %v (Ctrl-C to stop)\n", mesh.Services)
+			fmt.Fprintf(out, "start a session from another shell: RALPH_NATS_URL=%s ralph run PRD --workspace DIR\n", m.NATSURL)
+			return m.RunServices(ctx, mesh.Services...)
+		},
+	}
+}
+
+func tag(embedded bool) string {
+	if embedded {
+		return " (embedded)"
+	}
+	return ""
+}
+
+func newServiceCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "service NAME",
+		Short: "Run one service against external NATS and Redis (the unit of scaling)",
+		Long:  "Run one service (builder, critic, stuckdetector, console) against RALPH_NATS_URL and RALPH_REDIS_URL.",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			name := a[0]
+			if !slices.Contains(mesh.Services, name) {
+				return badInput("unknown service %q (have: %v)", name, mesh.Services)
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			if cfg.NATS.URL == "" || cfg.Redis.URL == "" {
+				return badInput("ralph service needs RALPH_NATS_URL and RALPH_REDIS_URL (use `ralph up` for an all-in-one mesh)")
+			}
+			log, err := newLogger(cfg, false)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			m, err := mesh.Start(ctx, cfg, log, mesh.Options{Console: cmd.OutOrStdout()})
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			log.Info("service running")
+			return m.RunServices(ctx, name)
+		},
+	}
+}
+

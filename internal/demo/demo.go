@@ -1,0 +1,61 @@
+// Package demo owns what `ralph demo` needs besides the mesh: a two-task
+// PRD, a scripted model that works through it (with one rejection by the
+// critic on the way), and a fresh git workspace.
+package demo
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/ralphmesh/ralph/pkg/prd"
+	"github.com/ralphmesh/ralph/pkg/scriptllm"
+)
+
+//go:embed prd.yaml
+var prdYAML []byte
+
+//go:embed script.yaml
+var scriptYAML []byte
+
+// Models are the model names the demo script answers to.
+const (
+	BuilderModel = "demo-builder"
+	CriticModel  = "demo-critic"
+)
+
+// PRD is the demo's task list.
+func PRD() (prd.PRD, error) { return prd.Parse(prdYAML, ".yaml") }
+
+// PRDYAML is the PRD as a file would hold it.
+func PRDYAML() []byte { return prdYAML }
+
+// Script is the scripted model's rules.
+func Script() (scriptllm.Script, error) { return scriptllm.ParseScript(scriptYAML, ".yaml") }
+
+// Workspace creates a temporary git repository with a README.
+func Workspace() (string, error) {
+	dir, err := os.MkdirTemp("", "ralph-demo-")
+	if err != nil {
+		return "", fmt.Errorf("demo workspace: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# demo workspace\n\nCreated by `ralph demo`.\n"), 0o644); err != nil {
+		return "", fmt.Errorf("demo workspace: %w", err)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		for _, args := range [][]string{
+			{"init", "-q"},
+			{"add", "README.md"},
+			{"-c", "user.name=ralph", "-c", "user.email=ralph@localhost", "commit", "-q", "-m", "initial commit"},
+		} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("demo workspace: git %v: %v: %s", args, err, out)
+			}
+		}
+	}
+	return dir, nil
+}

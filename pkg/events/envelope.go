@@ -1,0 +1,138 @@
+// Package events owns the wire format of Ralph mesh: the envelope every
+// event travels in, the typed payload of each event type, subject names,
+// and the validation applied when an event is decoded.
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// SchemaVersion is the envelope schema this build writes and reads.
+const SchemaVersion = 1
+
+// ErrInvalid is wrapped by every decode or validation failure. Such an event
+// can never succeed, so the bus treats it as permanent (dead letter).
+var ErrInvalid = errors.New("invalid event")
+
+var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Envelope is what is published on the bus. ID is deterministic (see
+// MsgID) so that a redelivered step that publishes again is deduplicated by
+// JetStream.
+type Envelope struct {
+	ID      string          `json:"id"`
+	Type    Type            `json:"type"`
+	Schema  int             `json:"schema"`
+	Session string          `json:"session"`
+	Task    string          `json:"task,omitempty"`
+	Step    int             `json:"step"`
+	Time    time.Time       `json:"time"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// MsgID is the deterministic id of the event of type typ emitted at step of
+// session for task.
+func MsgID(session string, step int, typ Type, task string) string {
+	return fmt.Sprintf("%s/%d/%s/%s", session, step, typ, task)
+}
+
+// ValidSession reports whether id can be used as a session id (it becomes a
+// subject token and part of Redis keys).
+func ValidSession(id string) error {
+	if !sessionPattern.MatchString(id) {
+		return fmt.Errorf("%w: session id %q must be 1-64 letters, digits, '_' or '-'", ErrInvalid, id)
+	}
+	return nil
+}
+
+// New builds an envelope for payload, validating the payload first so that
+// nothing invalid is ever published.
+func New(typ Type, session, task string, step int, at time.Time, payload any) (Envelope, error) {
+	if !typ.Known() {
+		return Envelope{}, fmt.Errorf("%w: unknown event type %q", ErrInvalid, typ)
+	}
+	if err := ValidSession(session); err != nil {
+		return Envelope{}, err
+	}
+	if v, ok := payload.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return Envelope{}, fmt.Errorf("%w: %s payload: %v", ErrInvalid, typ, err)
+		}
+	}
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("encode %s payload: %w", typ, err)
+	}
+	return Envelope{
+		ID: MsgID(session, step, typ, task), Type: typ, Schema: SchemaVersion,
+		Session: session, Task: task, Step: step, Time: at.UTC(), Data: data,
+	}, nil
+}
+
+// Must is New for payloads built by the code itself, where a failure is a
+// programming error rather than bad input.
+func Must(typ Type, session, task string, step int, at time.Time, payload any) Envelope {
+	env, err := New(typ, session, task, step, at, payload)
+	if err != nil {
+		panic(err)
+	}
+	return env
+}
+
+// Decode parses and validates an envelope.
+func Decode(raw []byte) (Envelope, error) {
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Envelope{}, fmt.Errorf("%w: envelope is not JSON: %v", ErrInvalid, err)
+	}
+	if err := env.Validate(); err != nil {
+		return Envelope{}, err
+	}
+	return env, nil
+}
+
+// Validate checks the envelope's own fields.
+func (e Envelope) Validate() error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("%w: field id: required", ErrInvalid)
+	case !e.Type.Known():
+		return fmt.Errorf("%w: field type: unknown event type %q", ErrInvalid, e.Type)
+	case e.Schema != SchemaVersion:
+		return fmt.Errorf("%w: field schema: version %d not supported (want %d)", ErrInvalid, e.Schema, SchemaVersion)
+	case e.Step < 0:
+		return fmt.Errorf("%w: field step: negative", ErrInvalid)
+	case len(e.Data) == 0:
+		return fmt.Errorf("%w: field data: required", ErrInvalid)
+	}
+	return ValidSession(e.Session)
+}
+
+// Decode unmarshals the payload into v and validates it when v has a
+// Validate method.
+func (e Envelope) Decode(v any) error {
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("%w: %s payload: %v", ErrInvalid, e.Type, err)
+	}
+	if val, ok := v.(interface{ Validate() error }); ok {
+		if err := val.Validate(); err != nil {
+			return fmt.Errorf("%w: %s payload: %v", ErrInvalid, e.Type, err)
+		}
+	}
+	return nil
+}
+
+// Marshal encodes the envelope for publishing.
+func (e Envelope) Marshal() []byte {
+	b, err := json.Marshal(e)
+	if err != nil {
+		// An Envelope holds only strings, ints, a time and raw JSON that
+		// was produced by json.Marshal, so this cannot fail.
+		panic(fmt.Sprintf("marshal envelope %s: %v", e.ID, err))
+	}
+	return b
+}

@@ -1,0 +1,342 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ralphmesh/ralph/pkg/prd"
+)
+
+// Type names an event. The catalogue is DESIGN.md section 2.
+type Type string
+
+const (
+	SessionStarted      Type = "session.started"
+	SessionCompleted    Type = "session.completed"
+	SessionFailed       Type = "session.failed"
+	SessionEscalated    Type = "session.escalated"
+	SessionResumed      Type = "session.resumed"
+	TaskStarted         Type = "task.started"
+	TaskCompleted       Type = "task.completed"
+	TaskDecomposed      Type = "task.decomposed"
+	IterationRequested  Type = "iteration.requested"
+	IterationCompleted  Type = "iteration.completed"
+	IterationAnalyzed   Type = "iteration.analyzed"
+	CritiqueRequested   Type = "critique.requested"
+	CritiqueCompleted   Type = "critique.completed"
+	PruneRequested      Type = "prune.requested"
+	PruneCompleted      Type = "prune.completed"
+	DecomposeRequested  Type = "decompose.requested"
+	CompactionRequested Type = "compaction.requested"
+	CompactionCompleted Type = "compaction.completed"
+)
+
+// AllTypes lists the catalogue in flow order.
+var AllTypes = []Type{
+	SessionStarted, TaskStarted, IterationRequested, IterationCompleted, IterationAnalyzed,
+	CritiqueRequested, CritiqueCompleted, PruneRequested, PruneCompleted,
+	DecomposeRequested, TaskDecomposed, CompactionRequested, CompactionCompleted,
+	TaskCompleted, SessionCompleted, SessionFailed, SessionEscalated, SessionResumed,
+}
+
+// Known reports whether t is in the catalogue.
+func (t Type) Known() bool {
+	for _, k := range AllTypes {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether t ends a session (until a resume).
+func (t Type) Terminal() bool {
+	return t == SessionCompleted || t == SessionFailed || t == SessionEscalated
+}
+
+// Limits bound a session. Zero means the service default applies.
+type Limits struct {
+	MaxTurnsPerTask int `json:"max_turns_per_task"`
+	MaxIterations   int `json:"max_iterations"`
+	MaxTotalTokens  int `json:"max_total_tokens"`
+}
+
+// SessionStartedData is the payload of session.started.
+type SessionStartedData struct {
+	PRD       prd.PRD `json:"prd"`
+	Workspace string  `json:"workspace"`
+	Limits    Limits  `json:"limits"`
+}
+
+func (d SessionStartedData) Validate() error {
+	if d.Workspace == "" {
+		return errors.New("field workspace: required")
+	}
+	if !strings.HasPrefix(d.Workspace, "/") {
+		return fmt.Errorf("field workspace: %q must be an absolute path", d.Workspace)
+	}
+	if d.Limits.MaxTurnsPerTask < 0 || d.Limits.MaxIterations < 0 || d.Limits.MaxTotalTokens < 0 {
+		return errors.New("field limits: negative limit")
+	}
+	return d.PRD.Validate()
+}
+
+// TaskStartedData is the payload of task.started.
+type TaskStartedData struct {
+	Task prd.Task `json:"task"`
+}
+
+func (d TaskStartedData) Validate() error { return d.Task.Validate() }
+
+// TaskCompletedData is the payload of task.completed.
+type TaskCompletedData struct {
+	TaskID     string `json:"task_id"`
+	Iterations int    `json:"iterations"`
+	Attempts   int    `json:"attempts"`
+}
+
+// IterationRequestedData is the payload of iteration.requested.
+type IterationRequestedData struct {
+	Iteration int `json:"iteration"`
+}
+
+// ToolCall is one tool call of an iteration with its outcome.
+type ToolCall struct {
+	ID       string          `json:"id,omitempty"`
+	Name     string          `json:"name"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Output   string          `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	ExitCode int             `json:"exit_code"`
+}
+
+// TestResult is what an iteration's test run reported, when it ran tests.
+type TestResult struct {
+	Passed  int      `json:"passed"`
+	Failed  int      `json:"failed"`
+	Failing []string `json:"failing,omitempty"`
+}
+
+// Usage is token usage of one LLM call.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// IterationRecord is the payload of iteration.completed and one line of
+// `ralph stuck scan` input (CONTRACT.md). Every field but Iteration may be
+// empty.
+type IterationRecord struct {
+	Iteration     int         `json:"iteration"`
+	TaskID        string      `json:"task_id,omitempty"`
+	AssistantText string      `json:"assistant_text,omitempty"`
+	ToolCalls     []ToolCall  `json:"tool_calls,omitempty"`
+	FilesChanged  []string    `json:"files_changed,omitempty"`
+	WorkspaceHash string      `json:"workspace_hash,omitempty"`
+	Tests         *TestResult `json:"tests,omitempty"`
+	Usage         Usage       `json:"usage"`
+	ContextTokens int         `json:"context_tokens,omitempty"`
+	Compacted     bool        `json:"compacted,omitempty"`
+	// ClaimedDone is set when the model ended its turn without tool calls:
+	// it says the task is done and the critic should review it.
+	ClaimedDone bool `json:"claimed_done,omitempty"`
+}
+
+func (r IterationRecord) Validate() error {
+	if r.Iteration < 1 {
+		return fmt.Errorf("field iteration: must be >= 1, got %d", r.Iteration)
+	}
+	for i, c := range r.ToolCalls {
+		if c.Name == "" {
+			return fmt.Errorf("field tool_calls[%d].name: required", i)
+		}
+	}
+	return nil
+}
+
+// Action is what the stuck detector recommends.
+type Action string
+
+const (
+	ActionPrune     Action = "prune_context"
+	ActionDecompose Action = "decompose_task"
+	ActionNudge     Action = "nudge"
+	ActionEscalate  Action = "escalate"
+)
+
+// Known reports whether a is one of the four actions.
+func (a Action) Known() bool {
+	return a == ActionPrune || a == ActionDecompose || a == ActionNudge || a == ActionEscalate
+}
+
+// Signal is a detected stuck pattern.
+type Signal struct {
+	Iteration  int     `json:"iteration"`
+	Pattern    string  `json:"pattern"`
+	Confidence float64 `json:"confidence"`
+	Action     Action  `json:"action"`
+	Diagnosis  string  `json:"diagnosis"`
+	// Evidence lists the iterations the pattern was seen in.
+	Evidence []int `json:"evidence,omitempty"`
+}
+
+func (s Signal) Validate() error {
+	switch {
+	case s.Pattern == "":
+		return errors.New("field pattern: required")
+	case s.Confidence < 0 || s.Confidence > 1:
+		return fmt.Errorf("field confidence: %v not in [0,1]", s.Confidence)
+	case !s.Action.Known():
+		return fmt.Errorf("field action: unknown action %q", s.Action)
+	}
+	return nil
+}
+
+// IterationAnalyzedData is the payload of iteration.analyzed. Signal is nil
+// when the iteration looked healthy.
+type IterationAnalyzedData struct {
+	Iteration   int     `json:"iteration"`
+	Signal      *Signal `json:"signal,omitempty"`
+	ClaimedDone bool    `json:"claimed_done,omitempty"`
+}
+
+func (d IterationAnalyzedData) Validate() error {
+	if d.Signal != nil {
+		return d.Signal.Validate()
+	}
+	return nil
+}
+
+// CritiqueRequestedData is the payload of critique.requested.
+type CritiqueRequestedData struct {
+	Task         prd.Task `json:"task"`
+	Workspace    string   `json:"workspace"`
+	Summary      string   `json:"summary,omitempty"`
+	FilesChanged []string `json:"files_changed,omitempty"`
+	Attempt      int      `json:"attempt"`
+}
+
+func (d CritiqueRequestedData) Validate() error {
+	if d.Workspace == "" {
+		return errors.New("field workspace: required")
+	}
+	return d.Task.Validate()
+}
+
+// Verdict is the critic's decision.
+type Verdict struct {
+	Approved      bool     `json:"approved"`
+	Feedback      string   `json:"feedback"`
+	UnmetCriteria []string `json:"unmet_criteria,omitempty"`
+}
+
+// VerifyResult is the outcome of a task's verify command.
+type VerifyResult struct {
+	Command  string `json:"command"`
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+}
+
+// CritiqueCompletedData is the payload of critique.completed.
+type CritiqueCompletedData struct {
+	TaskID  string        `json:"task_id"`
+	Attempt int           `json:"attempt"`
+	Verdict Verdict       `json:"verdict"`
+	Verify  *VerifyResult `json:"verify,omitempty"`
+}
+
+func (d CritiqueCompletedData) Validate() error {
+	if d.TaskID == "" {
+		return errors.New("field task_id: required")
+	}
+	return nil
+}
+
+// PruneRequestedData is the payload of prune.requested.
+type PruneRequestedData struct {
+	TaskID string `json:"task_id"`
+	Signal Signal `json:"signal"`
+}
+
+// PruneCompletedData is the payload of prune.completed.
+type PruneCompletedData struct {
+	TaskID         string   `json:"task_id"`
+	RemovedUnits   []string `json:"removed_units,omitempty"`
+	TokensBefore   int      `json:"tokens_before"`
+	TokensAfter    int      `json:"tokens_after"`
+	ContextVersion int      `json:"context_version"`
+}
+
+// DecomposeRequestedData is the payload of decompose.requested.
+type DecomposeRequestedData struct {
+	Task   prd.Task `json:"task"`
+	Signal Signal   `json:"signal"`
+	Depth  int      `json:"depth"`
+}
+
+// TaskDecomposedData is the payload of task.decomposed.
+type TaskDecomposedData struct {
+	ParentID string     `json:"parent_id"`
+	Subtasks []prd.Task `json:"subtasks"`
+}
+
+// CompactionRequestedData is the payload of compaction.requested.
+type CompactionRequestedData struct {
+	TaskID        string `json:"task_id"`
+	ContextTokens int    `json:"context_tokens"`
+	LimitTokens   int    `json:"limit_tokens"`
+}
+
+// CompactionCompletedData is the payload of compaction.completed.
+type CompactionCompletedData struct {
+	TaskID       string `json:"task_id"`
+	TokensBefore int    `json:"tokens_before"`
+	TokensAfter  int    `json:"tokens_after"`
+	LLMCalls     int    `json:"llm_calls"`
+	CacheHits    int    `json:"cache_hits"`
+}
+
+// SessionCompletedData is the payload of session.completed.
+type SessionCompletedData struct {
+	Tasks      int `json:"tasks"`
+	Iterations int `json:"iterations"`
+	Tokens     int `json:"tokens"`
+}
+
+// SessionFailedData is the payload of session.failed.
+type SessionFailedData struct {
+	Reason     string `json:"reason"`
+	Iterations int    `json:"iterations"`
+	Tokens     int    `json:"tokens"`
+}
+
+func (d SessionFailedData) Validate() error {
+	if d.Reason == "" {
+		return errors.New("field reason: required")
+	}
+	return nil
+}
+
+// SessionEscalatedData is the payload of session.escalated.
+type SessionEscalatedData struct {
+	TaskID    string   `json:"task_id"`
+	Reason    string   `json:"reason"`
+	Diagnosis string   `json:"diagnosis,omitempty"`
+	Tried     []string `json:"tried,omitempty"`
+	Signal    *Signal  `json:"signal,omitempty"`
+}
+
+func (d SessionEscalatedData) Validate() error {
+	if d.Reason == "" {
+		return errors.New("field reason: required")
+	}
+	return nil
+}
+
+// SessionResumedData is the payload of session.resumed.
+type SessionResumedData struct {
+	Message string `json:"message"`
+}

@@ -1,0 +1,171 @@
+// Package prd owns the product requirements document a session works
+// through: its tasks, their acceptance criteria and dependencies, and the
+// validation that names the file, the task and the field that is wrong.
+package prd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// PRD is a list of tasks with acceptance criteria.
+type PRD struct {
+	Title string `json:"title,omitempty" yaml:"title,omitempty"`
+	Tasks []Task `json:"tasks" yaml:"tasks"`
+}
+
+// Task is one unit of work. Verify is an optional shell command that the
+// critic runs in the workspace before its review; exit 0 means it passes.
+type Task struct {
+	ID                 string   `json:"id" yaml:"id"`
+	Title              string   `json:"title" yaml:"title"`
+	Description        string   `json:"description,omitempty" yaml:"description,omitempty"`
+	AcceptanceCriteria []string `json:"acceptance_criteria" yaml:"acceptance_criteria"`
+	DependsOn          []string `json:"depends_on,omitempty" yaml:"depends_on,omitempty"`
+	Verify             string   `json:"verify,omitempty" yaml:"verify,omitempty"`
+	// ParentID is set on subtasks created by decomposition.
+	ParentID string `json:"parent_id,omitempty" yaml:"parent_id,omitempty"`
+}
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid PRD")
+
+var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// Load reads and validates a PRD file. YAML and JSON are both accepted;
+// unknown fields are rejected so that a typo does not silently drop a
+// criterion.
+func Load(path string) (PRD, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return PRD{}, fmt.Errorf("read PRD %s: %w", path, err)
+	}
+	p, err := Parse(data, filepath.Ext(path))
+	if err != nil {
+		return PRD{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Parse decodes a PRD from JSON (ext ".json") or YAML (anything else) and
+// validates it.
+func Parse(data []byte, ext string) (PRD, error) {
+	var p PRD
+	if strings.EqualFold(ext, ".json") {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return PRD{}, fmt.Errorf("%w: bad JSON: %v", ErrInvalid, err)
+		}
+	} else {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&p); err != nil {
+			return PRD{}, fmt.Errorf("%w: bad YAML: %v", ErrInvalid, err)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return PRD{}, err
+	}
+	return p, nil
+}
+
+// Validate checks ids, required fields, dependencies and cycles.
+func (p PRD) Validate() error {
+	if len(p.Tasks) == 0 {
+		return fmt.Errorf("%w: field tasks: at least one task is required", ErrInvalid)
+	}
+	seen := make(map[string]int, len(p.Tasks))
+	for i, t := range p.Tasks {
+		where := fmt.Sprintf("task %d", i+1)
+		if t.ID != "" {
+			where = fmt.Sprintf("task %q", t.ID)
+		}
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
+		}
+		if _, dup := seen[t.ID]; dup {
+			return fmt.Errorf("%w: %s: field id: duplicate task id", ErrInvalid, where)
+		}
+		seen[t.ID] = i
+	}
+	for _, t := range p.Tasks {
+		for _, d := range t.DependsOn {
+			if _, ok := seen[d]; !ok {
+				return fmt.Errorf("%w: task %q: field depends_on: unknown task %q", ErrInvalid, t.ID, d)
+			}
+			if d == t.ID {
+				return fmt.Errorf("%w: task %q: field depends_on: a task cannot depend on itself", ErrInvalid, t.ID)
+			}
+		}
+	}
+	if cycle := p.findCycle(seen); cycle != "" {
+		return fmt.Errorf("%w: field depends_on: dependency cycle %s", ErrInvalid, cycle)
+	}
+	return nil
+}
+
+// Validate checks one task's own fields.
+func (t Task) Validate() error {
+	switch {
+	case t.ID == "":
+		return errors.New("field id: required")
+	case !taskIDPattern.MatchString(t.ID):
+		return fmt.Errorf("field id: %q must be 1-64 letters, digits, '_', '-' or '.'", t.ID)
+	case strings.TrimSpace(t.Title) == "":
+		return errors.New("field title: required")
+	case len(t.AcceptanceCriteria) == 0:
+		return errors.New("field acceptance_criteria: at least one criterion is required")
+	}
+	for i, c := range t.AcceptanceCriteria {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("field acceptance_criteria[%d]: empty criterion", i)
+		}
+	}
+	return nil
+}
+
+func (p PRD) findCycle(index map[string]int) string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(p.Tasks))
+	var path []string
+	var visit func(i int) string
+	visit = func(i int) string {
+		color[i] = grey
+		path = append(path, p.Tasks[i].ID)
+		for _, d := range p.Tasks[i].DependsOn {
+			j := index[d]
+			switch color[j] {
+			case grey:
+				return strings.Join(append(path, d), " -> ")
+			case white:
+				if c := visit(j); c != "" {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		color[i] = black
+		return ""
+	}
+	for i := range p.Tasks {
+		if color[i] == white {
+			if c := visit(i); c != "" {
+				return c
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,304 @@
+// Package store owns what Ralph mesh keeps in Redis: session state with
+// compare-and-set on a version, context units, artifacts (full tool
+// outputs), the per-step journal of LLM answers and tool effects, the stuck
+// detector's window and token usage. Every key of a session carries the
+// session as a hash tag, <prefix>:{<session>}:..., so a session stays on one
+// Redis Cluster slot.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/units"
+)
+
+var (
+	// ErrNotFound: the session, artifact or journal entry does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the state was changed by someone else since it was read.
+	ErrConflict = errors.New("version conflict")
+)
+
+// Store is the Redis side of the mesh.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	ttl    time.Duration
+}
+
+// Connect opens a Redis client from a redis:// or rediss:// URL and pings it.
+func Connect(ctx context.Context, url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis URL: %w", err)
+	}
+	rdb := redis.NewClient(opt)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
+	}
+	return rdb, nil
+}
+
+// New wraps a client. ttl is how long a session's keys live after their last
+// write.
+func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Store {
+	if ttl <= 0 {
+		ttl = 7 * 24 * time.Hour
+	}
+	return &Store{rdb: rdb, prefix: prefix, ttl: ttl}
+}
+
+// Client exposes the Redis client for health checks.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+func (s *Store) key(session string, parts ...string) string {
+	return s.prefix + ":{" + session + "}:" + strings.Join(parts, ":")
+}
+
+func (s *Store) ttlSeconds() string { return strconv.Itoa(int(s.ttl / time.Second)) }
+
+var casScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'version')
+if cur == false then cur = '0' end
+if cur ~= ARGV[1] then return -1 end
+local nv = tonumber(ARGV[1]) + 1
+redis.call('HSET', KEYS[1], 'version', nv, 'data', ARGV[2])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return nv
+`)
+
+// LoadState decodes the session state into v and returns its version.
+func (s *Store) LoadState(ctx context.Context, session string, v any) (int64, error) {
+	res, err := s.rdb.HMGet(ctx, s.key(session, "state"), "version", "data").Result()
+	if err != nil {
+		return 0, fmt.Errorf("load session %s: redis: %w", session, err)
+	}
+	if res[0] == nil || res[1] == nil {
+		return 0, fmt.Errorf("load session %s: %w", session, ErrNotFound)
+	}
+	ver, err := strconv.ParseInt(res[0].(string), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("load session %s: bad version %q", session, res[0])
+	}
+	if err := json.Unmarshal([]byte(res[1].(string)), v); err != nil {
+		return 0, fmt.Errorf("load session %s: decode state: %w", session, err)
+	}
+	return ver, nil
+}
+
+// SaveState writes v if the stored version is still expect (0 for a new
+// session) and returns the new version; ErrConflict otherwise.
+func (s *Store) SaveState(ctx context.Context, session string, expect int64, v any) (int64, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("save session %s: encode state: %w", session, err)
+	}
+	nv, err := casScript.Run(ctx, s.rdb, []string{s.key(session, "state")},
+		strconv.FormatInt(expect, 10), data, s.ttlSeconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("save session %s: redis: %w", session, err)
+	}
+	if nv < 0 {
+		return 0, fmt.Errorf("save session %s at version %d: %w", session, expect, ErrConflict)
+	}
+	return nv, nil
+}
+
+var appendScript = redis.NewScript(`
+for i = 2, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], '1') == 1 then
+    redis.call('RPUSH', KEYS[1], ARGV[i+1])
+  end
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
+return 1
+`)
+
+// AppendUnits appends units to the context of scope (a task id). A unit
+// whose id is already there is skipped, so a redelivered step that appends
+// again changes nothing.
+func (s *Store) AppendUnits(ctx context.Context, session, scope string, us ...units.Unit) error {
+	if len(us) == 0 {
+		return nil
+	}
+	args := []any{s.ttlSeconds()}
+	for _, u := range us {
+		if u.ID == "" {
+			return fmt.Errorf("append context %s/%s: unit without id", session, scope)
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return fmt.Errorf("append context %s/%s: encode unit %s: %w", session, scope, u.ID, err)
+		}
+		args = append(args, u.ID, b)
+	}
+	keys := []string{s.key(session, "ctx", scope), s.key(session, "ctxids", scope)}
+	if err := appendScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("append context %s/%s: redis: %w", session, scope, err)
+	}
+	return nil
+}
+
+// Units returns the context of scope in order.
+func (s *Store) Units(ctx context.Context, session, scope string) ([]units.Unit, error) {
+	raw, err := s.rdb.LRange(ctx, s.key(session, "ctx", scope), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("load context %s/%s: redis: %w", session, scope, err)
+	}
+	out := make([]units.Unit, 0, len(raw))
+	for i, r := range raw {
+		var u units.Unit
+		if err := json.Unmarshal([]byte(r), &u); err != nil {
+			return nil, fmt.Errorf("load context %s/%s: unit %d: %w", session, scope, i, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// PutArtifact stores content under an id derived from it, so storing the
+// same output twice is one artifact.
+func (s *Store) PutArtifact(ctx context.Context, session, content string) (string, error) {
+	sum := sha256.Sum256([]byte(content))
+	id := "a-" + hex.EncodeToString(sum[:8])
+	if err := s.rdb.Set(ctx, s.key(session, "artifact", id), content, s.ttl).Err(); err != nil {
+		return "", fmt.Errorf("store artifact for %s: redis: %w", session, err)
+	}
+	return id, nil
+}
+
+// GetArtifact returns an artifact's content.
+func (s *Store) GetArtifact(ctx context.Context, session, id string) (string, error) {
+	v, err := s.rdb.Get(ctx, s.key(session, "artifact", id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("artifact %s of %s: %w", id, session, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("artifact %s of %s: redis: %w", id, session, err)
+	}
+	return v, nil
+}
+
+// JournalGet reads what step recorded under field into v; found is false
+// when nothing was recorded. The journal of a step holds the LLM answer and
+// each tool call's start and result, so a redelivered step reads them back
+// instead of calling the model or running a command again.
+func (s *Store) JournalGet(ctx context.Context, session string, step int, field string, v any) (found bool, err error) {
+	key := s.key(session, "journal", strconv.Itoa(step))
+	raw, err := s.rdb.HGet(ctx, key, field).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read journal %s %s: redis: %w", key, field, err)
+	}
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return false, fmt.Errorf("read journal %s %s: decode: %w", key, field, err)
+	}
+	return true, nil
+}
+
+// JournalPut records field for step. It is written before the effect is
+// acknowledged to anyone, so a crash after it replays the recorded value.
+func (s *Store) JournalPut(ctx context.Context, session string, step int, field string, v any) error {
+	key := s.key(session, "journal", strconv.Itoa(step))
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("write journal %s %s: encode: %w", key, field, err)
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, field, b)
+		p.Expire(ctx, key, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write journal %s %s: redis: %w", key, field, err)
+	}
+	return nil
+}
+
+// AppendWindow adds rec to the stuck window of a task, keeps the newest size
+// records and returns them oldest first. Adding the same iteration twice
+// replaces it, so redelivery does not count an iteration twice.
+func (s *Store) AppendWindow(ctx context.Context, session, task string, rec events.IterationRecord, size int) ([]events.IterationRecord, error) {
+	key := s.key(session, "stuck", task)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("stuck window %s/%s: encode: %w", session, task, err)
+	}
+	score := strconv.Itoa(rec.Iteration)
+	var rng *redis.StringSliceCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRemRangeByScore(ctx, key, score, score)
+		p.ZAdd(ctx, key, redis.Z{Score: float64(rec.Iteration), Member: b})
+		p.ZRemRangeByRank(ctx, key, 0, int64(-size-1))
+		p.Expire(ctx, key, s.ttl)
+		rng = p.ZRange(ctx, key, 0, -1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stuck window %s/%s: redis: %w", session, task, err)
+	}
+	out := make([]events.IterationRecord, 0, len(rng.Val()))
+	for _, r := range rng.Val() {
+		var ir events.IterationRecord
+		if err := json.Unmarshal([]byte(r), &ir); err != nil {
+			return nil, fmt.Errorf("stuck window %s/%s: decode: %w", session, task, err)
+		}
+		out = append(out, ir)
+	}
+	return out, nil
+}
+
+// ClearWindow forgets a task's window (after a signal, so the same evidence
+// does not fire twice), keeping records newer than after.
+func (s *Store) ClearWindow(ctx context.Context, session, task string, upTo int) error {
+	key := s.key(session, "stuck", task)
+	if err := s.rdb.ZRemRangeByScore(ctx, key, "-inf", strconv.Itoa(upTo)).Err(); err != nil {
+		return fmt.Errorf("clear stuck window %s/%s: redis: %w", session, task, err)
+	}
+	return nil
+}
+
+// RecordUsage adds one LLM call's tokens to the session's usage by role.
+func (s *Store) RecordUsage(ctx context.Context, session, role string, in, out int) error {
+	key := s.key(session, "usage")
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HIncrBy(ctx, key, role+":input", int64(in))
+		p.HIncrBy(ctx, key, role+":output", int64(out))
+		p.HIncrBy(ctx, key, role+":calls", 1)
+		p.Expire(ctx, key, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record usage %s/%s: redis: %w", session, role, err)
+	}
+	return nil
+}
+
+// Usage returns the session's usage counters, e.g. "builder:input" -> 5200.
+func (s *Store) Usage(ctx context.Context, session string) (map[string]int64, error) {
+	raw, err := s.rdb.HGetAll(ctx, s.key(session, "usage")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("usage of %s: redis: %w", session, err)
+	}
+	out := make(map[string]int64, len(raw))
+	for k, v := range raw {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		out[k] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,11 @@
+// Package tools owns the Builder agent's workspace tools: the tool
+// definitions offered to the model, the executor that runs one tool call
+// against a workspace directory, the confinement rule that keeps every path
+// inside that directory, and the workspace fingerprint (Hash) the builder
+// compares between iterations.
+//
+// Everything the model sends is untrusted. Bad input (unknown tool, malformed
+// arguments, a path that escapes the workspace, an invalid regular
+// expression, a missing file) comes back as Result.Error so the model can
+// correct itself; Go errors are reserved for failures the model cannot fix.
+package tools

@@ -1,0 +1,78 @@
+// Package units owns the Builder's context model: a list of units (messages,
+// tool calls, tool results, summaries), each with a stable id, its token
+// count and the turn it was last used. The shape is the one CONTRACT.md
+// gives for the context document, so the same units feed the model and the
+// compaction planner.
+package units
+
+import (
+	"encoding/json"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Kinds of unit.
+const (
+	KindMessage    = "message"
+	KindToolCall   = "tool_call"
+	KindToolResult = "tool_result"
+	KindSummary    = "summary"
+)
+
+// Unit is one piece of context.
+type Unit struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Kind    string          `json:"kind"`
+	Tool    string          `json:"tool,omitempty"`
+	CallID  string          `json:"call_id,omitempty"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Content string          `json:"content"`
+	Turn    int             `json:"turn"`
+	Tokens  int             `json:"tokens,omitempty"`
+	// Calls holds the tool calls of an assistant message: the model sees
+	// them on the assistant message, the planner sees each as its own
+	// tool_call unit id (ID + "#" + call id) so a call and its result can be
+	// kept together.
+	Calls []Call `json:"calls,omitempty"`
+	// Artifact is the id of the full output when Content is a pointer.
+	Artifact string `json:"artifact,omitempty"`
+}
+
+// Call is a tool call made by an assistant message.
+type Call struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Args string `json:"args"`
+}
+
+// Messages renders units as chat messages in order.
+func Messages(us []Unit) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, 0, len(us))
+	for _, u := range us {
+		m := openai.ChatCompletionMessage{Role: u.Role, Content: u.Content}
+		switch {
+		case u.Role == openai.ChatMessageRoleTool:
+			m.ToolCallID = u.CallID
+			m.Name = u.Tool
+		case len(u.Calls) > 0:
+			for _, c := range u.Calls {
+				m.ToolCalls = append(m.ToolCalls, openai.ToolCall{
+					ID: c.ID, Type: openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: c.Name, Arguments: c.Args},
+				})
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Total sums the units' token counts.
+func Total(us []Unit) int {
+	n := 0
+	for _, u := range us {
+		n += u.Tokens
+	}
+	return n
+}

@@ -1,0 +1,140 @@
+// Package console owns how session events look to a person: one line per
+// event with the task, iteration, tool calls, tokens and verdicts, used by
+// `ralph run`, `ralph replay` and the console service that prints the
+// progress of every session on the mesh.
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ralphmesh/ralph/pkg/events"
+)
+
+// Render turns one event into a human line (possibly several lines). It
+// never fails: an event it cannot decode is shown by type.
+func Render(env events.Envelope) string {
+	p := fmt.Sprintf("[%s]", env.Session)
+	switch env.Type {
+	case events.SessionStarted:
+		var d events.SessionStartedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s session started: %d tasks, workspace %s", p, len(d.PRD.Tasks), d.Workspace)
+		}
+	case events.TaskStarted:
+		var d events.TaskStartedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ▶ task %s: %s", p, d.Task.ID, d.Task.Title)
+		}
+	case events.IterationRequested:
+		return ""
+	case events.IterationCompleted:
+		var r events.IterationRecord
+		if env.Decode(&r) == nil {
+			return renderIteration(p, r)
+		}
+	case events.IterationAnalyzed:
+		var d events.IterationAnalyzedData
+		if env.Decode(&d) == nil {
+			if d.Signal == nil {
+				return ""
+			}
+			s := d.Signal
+			return fmt.Sprintf("%s   ⚠ stuck: %s (confidence %.2f) → %s: %s", p, s.Pattern, s.Confidence, s.Action, s.Diagnosis)
+		}
+	case events.CritiqueRequested:
+		var d events.CritiqueRequestedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s   critic reviewing %s (attempt %d)", p, d.Task.ID, d.Attempt)
+		}
+	case events.CritiqueCompleted:
+		var d events.CritiqueCompletedData
+		if env.Decode(&d) == nil {
+			return renderVerdict(p, d)
+		}
+	case events.TaskCompleted:
+		var d events.TaskCompletedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ✔ task %s done after %d iterations, %d review(s)", p, d.TaskID, d.Iterations, d.Attempts)
+		}
+	case events.SessionCompleted:
+		var d events.SessionCompletedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ✔ session completed: %d tasks, %d iterations, %d tokens", p, d.Tasks, d.Iterations, d.Tokens)
+		}
+	case events.SessionFailed:
+		var d events.SessionFailedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ✘ session failed: %s", p, d.Reason)
+		}
+	case events.SessionEscalated:
+		var d events.SessionEscalatedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ✋ session escalated: %s (tried: %s)", p, d.Reason, strings.Join(d.Tried, ", "))
+		}
+	}
+	return fmt.Sprintf("%s %s", p, env.Type)
+}
+
+func renderIteration(p string, r events.IterationRecord) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s   iteration %d (task %s): %d tool call(s), tokens in %d / out %d, context %d",
+		p, r.Iteration, r.TaskID, len(r.ToolCalls), r.Usage.InputTokens, r.Usage.OutputTokens, r.ContextTokens)
+	for _, c := range r.ToolCalls {
+		status := "ok"
+		switch {
+		case c.Error != "":
+			status = "error: " + firstLine(c.Error)
+		case c.ExitCode != 0:
+			status = fmt.Sprintf("exit %d", c.ExitCode)
+		}
+		fmt.Fprintf(&b, "\n%s     · %s %s → %s", p, c.Name, compactArgs(c.Args), status)
+	}
+	if r.ClaimedDone {
+		fmt.Fprintf(&b, "\n%s     says done: %s", p, firstLine(r.AssistantText))
+	}
+	return b.String()
+}
+
+func renderVerdict(p string, d events.CritiqueCompletedData) string {
+	var b strings.Builder
+	if d.Verdict.Approved {
+		fmt.Fprintf(&b, "%s   critic approved %s", p, d.TaskID)
+	} else {
+		fmt.Fprintf(&b, "%s   critic requested changes on %s: %s", p, d.TaskID, firstLine(d.Verdict.Feedback))
+	}
+	if d.Verify != nil {
+		fmt.Fprintf(&b, " (verify `%s` exit %d)", d.Verify.Command, d.Verify.ExitCode)
+	}
+	return b.String()
+}
+
+// compactArgs shows a call's arguments on one line; file contents are
+// summarised by size rather than cut, so the line stays readable.
+func compactArgs(raw json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return string(raw)
+	}
+	var parts []string
+	for _, k := range []string{"path", "command", "pattern", "id"} {
+		if v, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	for _, k := range []string{"content", "new"} {
+		if v, ok := m[k].(string); ok {
+			parts = append(parts, fmt.Sprintf("%s=<%d bytes>", k, len(v)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}

@@ -1,0 +1,249 @@
+package stuckdetector
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ralphmesh/ralph/pkg/events"
+)
+
+// fixedPattern always fires with its confidence and records the window it
+// was given.
+type fixedPattern struct {
+	name       string
+	confidence float64
+	seen       *[]events.IterationRecord
+}
+
+func (p fixedPattern) Name() string { return p.name }
+
+func (p fixedPattern) Detect(window []events.IterationRecord, _ Config) *events.Signal {
+	if p.seen != nil {
+		*p.seen = slices.Clone(window)
+	}
+	if p.confidence == 0 {
+		return nil
+	}
+	return &events.Signal{
+		Iteration:  window[len(window)-1].Iteration,
+		Pattern:    p.name,
+		Confidence: p.confidence,
+		Action:     events.ActionNudge,
+		Diagnosis:  p.name,
+	}
+}
+
+func TestDefaultConfig(t *testing.T) {
+	want := Config{Window: 5, RepeatThreshold: 3, SimilarityThreshold: 0.9}
+	if got := DefaultConfig(); got != want {
+		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
+	}
+	if got := (Config{}).withDefaults(); got != want {
+		t.Errorf("zero Config with defaults = %+v, want %+v", got, want)
+	}
+	if got := (Config{Window: 8}).withDefaults(); got.Window != 8 || got.RepeatThreshold != 3 {
+		t.Errorf("Config{Window: 8} with defaults = %+v", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"zero means defaults", Config{}, ""},
+		{"defaults", DefaultConfig(), ""},
+		{"window below repeat threshold", Config{Window: 2}, ""},
+		{"negative window", Config{Window: -1}, "field window: must be >= 1, got -1"},
+		{"repeat of one", Config{RepeatThreshold: 1}, "field repeat_threshold: must be >= 2 (one occurrence is no repeat), got 1"},
+		{"similarity above 1", Config{SimilarityThreshold: 1.5}, "field similarity_threshold: must be in (0,1], got 1.5"},
+		{"similarity NaN", Config{SimilarityThreshold: math.NaN()}, "field similarity_threshold: must be in (0,1], got NaN"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("Validate() = %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAnalyzePriority(t *testing.T) {
+	same := func(it int) events.IterationRecord {
+		return rec(it, "T1", text("Let me look at the loader again."), calls(readFile("a.go", "x")))
+	}
+	read := func(it int, say string) events.IterationRecord {
+		return rec(it, "T1", text(say), calls(readFile("a.go", "x")))
+	}
+	tests := []struct {
+		name     string
+		window   []events.IterationRecord
+		patterns []Pattern
+		want     string // pattern of the signal; "" for none
+	}{
+		{
+			name:   "all three fire: repetition is the strongest",
+			window: []events.IterationRecord{same(1), same(2), same(3), same(4), same(5)},
+			want:   "repetitive_output",
+		},
+		{
+			name: "circular tools outrank no progress",
+			window: []events.IterationRecord{
+				read(1, "Reading the loader."), read(2, "Once more."), read(3, "Checking defaults."),
+				read(4, "Looking at the parse."), read(5, "And the validation."),
+			},
+			want: "circular_tools",
+		},
+		{
+			name:     "higher confidence later in the list wins",
+			window:   []events.IterationRecord{rec(1, "T1")},
+			patterns: []Pattern{fixedPattern{name: "low", confidence: 0.5}, fixedPattern{name: "high", confidence: 0.7}},
+			want:     "high",
+		},
+		{
+			name:     "tie goes to the earlier pattern",
+			window:   []events.IterationRecord{rec(1, "T1")},
+			patterns: []Pattern{fixedPattern{name: "first", confidence: 0.5}, fixedPattern{name: "second", confidence: 0.5}},
+			want:     "first",
+		},
+		{
+			name:     "tie goes to the earlier pattern, swapped",
+			window:   []events.IterationRecord{rec(1, "T1")},
+			patterns: []Pattern{fixedPattern{name: "second", confidence: 0.5}, fixedPattern{name: "first", confidence: 0.5}},
+			want:     "second",
+		},
+		{
+			name:     "silent patterns are skipped",
+			window:   []events.IterationRecord{rec(1, "T1")},
+			patterns: []Pattern{fixedPattern{name: "silent"}, fixedPattern{name: "loud", confidence: 0.1}},
+			want:     "loud",
+		},
+		{
+			name:     "no patterns, no signal",
+			window:   []events.IterationRecord{same(1), same(2), same(3)},
+			patterns: []Pattern{},
+		},
+		{
+			name: "empty window",
+		},
+		{
+			name:   "healthy window",
+			window: []events.IterationRecord{rec(1, "T1", files("a.go")), rec(2, "T1", files("b.go"))},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Analyze(tc.window, Config{}, tc.patterns)
+			switch {
+			case tc.want == "" && got != nil:
+				t.Errorf("Analyze = %+v, want nil", got)
+			case tc.want != "" && got == nil:
+				t.Errorf("Analyze = nil, want %s", tc.want)
+			case tc.want != "" && got.Pattern != tc.want:
+				t.Errorf("Analyze = %s (%v), want %s", got.Pattern, got.Confidence, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnalyzeWindowSelection(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		window []events.IterationRecord
+		want   []int // iterations the pattern sees
+	}{
+		{
+			name:   "only the newest task",
+			window: []events.IterationRecord{rec(1, "T1"), rec(2, "T1"), rec(3, "T2"), rec(4, "T2")},
+			want:   []int{3, 4},
+		},
+		{
+			name:   "only the trailing run of the newest task",
+			window: []events.IterationRecord{rec(1, "T1"), rec(2, "T2"), rec(3, "T1")},
+			want:   []int{3},
+		},
+		{
+			name:   "capped to the configured window",
+			cfg:    Config{Window: 3},
+			window: []events.IterationRecord{rec(1, "T1"), rec(2, "T1"), rec(3, "T1"), rec(4, "T1"), rec(5, "T1")},
+			want:   []int{3, 4, 5},
+		},
+		{
+			name: "zero window means the default of five",
+			window: []events.IterationRecord{
+				rec(1, ""), rec(2, ""), rec(3, ""), rec(4, ""), rec(5, ""), rec(6, ""), rec(7, ""),
+			},
+			want: []int{3, 4, 5, 6, 7},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []events.IterationRecord
+			Analyze(tc.window, tc.cfg, []Pattern{fixedPattern{name: "spy", seen: &seen}})
+			if got := iterationsOf(seen); !slices.Equal(got, tc.want) {
+				t.Errorf("pattern saw iterations %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnalyzeNilPatternsMeansDefaults(t *testing.T) {
+	window := []events.IterationRecord{rec(1, "T1"), rec(2, "T1"), rec(3, "T1"), rec(4, "T1"), rec(5, "T1")}
+	s := Analyze(window, DefaultConfig(), nil)
+	if s == nil || s.Pattern != "no_progress" || s.Action != events.ActionDecompose || s.Confidence != 0.8 {
+		t.Fatalf("Analyze(nil patterns) = %+v, want no_progress", s)
+	}
+}
+
+func TestDetectorClearsAfterSignal(t *testing.T) {
+	d := NewDetector(DefaultConfig(), nil)
+	var fired []int
+	for it := 1; it <= 7; it++ {
+		r := rec(it, "T1", calls(readFile("a.go", "x")))
+		if s := d.Observe(r); s != nil {
+			checkSignal(t, s, r, "circular_tools")
+			fired = append(fired, s.Iteration)
+			if len(d.window) != 0 {
+				t.Errorf("window holds %d records after a signal, want 0", len(d.window))
+			}
+		}
+	}
+	// Iterations 1-3 fire; 4 and 5 alone must not fire again on the evidence
+	// of 1-3; 4-6 is fresh evidence.
+	if want := []int{3, 6}; !slices.Equal(fired, want) {
+		t.Errorf("fired at %v, want %v", fired, want)
+	}
+}
+
+func TestDetectorBoundsWindow(t *testing.T) {
+	d := NewDetector(Config{Window: 4}, nil)
+	for it := 1; it <= 50; it++ {
+		if s := d.Observe(rec(it, "T1", files("a.go"), calls(editFile("a.go", "x", "y")))); s != nil {
+			t.Fatalf("productive work fired: %+v", s)
+		}
+		if len(d.window) > 4 {
+			t.Fatalf("window holds %d records, want at most 4", len(d.window))
+		}
+	}
+	if got := iterationsOf(d.window); !slices.Equal(got, []int{47, 48, 49, 50}) {
+		t.Errorf("window holds %v, want the last four", got)
+	}
+}
+
+func TestDetectorDropsPreviousTask(t *testing.T) {
+	d := NewDetector(DefaultConfig(), nil)
+	d.Observe(rec(1, "T1"))
+	d.Observe(rec(2, "T1"))
+	d.Observe(rec(3, "T2"))
+	if got := iterationsOf(d.window); !slices.Equal(got, []int{3}) {
+		t.Errorf("window holds %v after a task switch, want [3]", got)
+	}
+}

@@ -84,4 +84,3 @@ func newServiceCmd() *cobra.Command {
 		},
 	}
 }
-

@@ -102,7 +102,7 @@ func (m *Mesh) start(ctx context.Context) error {
 	}
 	nc, err := bus.Connect(bus.ConnectOptions{
 		URL: m.NATSURL, Name: "ralph", User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
-		CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.NKey, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey, TLSCA: cfg.NATS.TLSCA,
+		CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.Nkey, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey, TLSCA: cfg.NATS.CAFile,
 	}, m.Log)
 	if err != nil {
 		return err
@@ -175,7 +175,9 @@ func (m *Mesh) Close() {
 }
 
 // Runner is a service.
-type Runner interface{ Run(ctx context.Context) error }
+type Runner interface {
+	Run(ctx context.Context) error
+}
 
 func (m *Mesh) runOptions() bus.RunOptions {
 	s := m.Config.Stream
@@ -215,8 +217,8 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		}
 		return builder.New(builder.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
 			Config: builder.Config{
-				Limits: events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens},
-				Tools:  tools.Options{ShellTimeout: cfg.Builder.ShellTimeout, OutputCap: cfg.Builder.OutputCap},
+				Limits:            events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens},
+				Tools:             tools.Options{ShellTimeout: cfg.Builder.ShellTimeout, OutputCap: cfg.Builder.OutputCap},
 				InlineOutputBytes: cfg.Builder.InlineOutputBytes, MaxTokens: cfg.Builder.MaxTokens, Run: m.runOptions(),
 			}}), nil
 	case critic.Name:

@@ -22,105 +22,105 @@ const EnvPrefix = "RALPH"
 
 // Config is every setting of every service.
 type Config struct {
-	Prefix   string `envconfig:"PREFIX" default:"ralph" desc:"subject prefix, stream name and Redis key namespace"`
-	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	Prefix   string `split_words:"true" default:"ralph" desc:"subject prefix, stream name and Redis key namespace"`
+	LogLevel string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 
-	NATS       NATS       `envconfig:"NATS"`
-	Stream     Stream     `envconfig:"STREAM"`
-	Redis      Redis      `envconfig:"REDIS"`
-	LLM        LLM        `envconfig:"LLM"`
-	Builder    Builder    `envconfig:"BUILDER"`
-	Critic     Critic     `envconfig:"CRITIC"`
-	Stuck      Stuck      `envconfig:"STUCK"`
-	Summarizer Role       `envconfig:"SUMMARIZER"`
-	Pruner     Role       `envconfig:"PRUNER"`
-	Decomposer Role       `envconfig:"DECOMPOSER"`
-	Up         Up         `envconfig:"UP"`
-	Run        RunCommand `envconfig:"RUN"`
+	NATS       NATS       `split_words:"true"`
+	Stream     Stream     `split_words:"true"`
+	Redis      Redis      `split_words:"true"`
+	LLM        LLM        `split_words:"true"`
+	Builder    Builder    `split_words:"true"`
+	Critic     Critic     `split_words:"true"`
+	Stuck      Stuck      `split_words:"true"`
+	Summarizer Role       `split_words:"true"`
+	Pruner     Role       `split_words:"true"`
+	Decomposer Role       `split_words:"true"`
+	Up         Up         `split_words:"true"`
+	Run        RunCommand `split_words:"true"`
 }
 
 // NATS is how to reach the bus. An empty URL means "run an embedded server"
 // for `ralph up` and `ralph run`.
 type NATS struct {
-	URL      string `envconfig:"URL" desc:"nats:// URL; empty runs an embedded JetStream server (up, run, demo)"`
-	User     string `envconfig:"USER" desc:"user name"`
-	Password string `envconfig:"PASSWORD" secret:"true" desc:"password"`
-	Token    string `envconfig:"TOKEN" secret:"true" desc:"auth token"`
-	Creds    string `envconfig:"CREDS" desc:"path to a .creds file"`
-	NKey     string `envconfig:"NKEY" desc:"path to an nkey seed file"`
-	TLSCert  string `envconfig:"TLS_CERT" desc:"client certificate file"`
-	TLSKey   string `envconfig:"TLS_KEY" desc:"client key file"`
-	TLSCA    string `envconfig:"TLS_CA" desc:"CA bundle file"`
+	URL      string `split_words:"true" desc:"nats:// URL; empty runs an embedded JetStream server (up, run, demo)"`
+	User     string `split_words:"true" desc:"user name"`
+	Password string `split_words:"true" secret:"true" desc:"password"`
+	Token    string `split_words:"true" secret:"true" desc:"auth token"`
+	Creds    string `split_words:"true" desc:"path to a .creds file"`
+	Nkey     string `split_words:"true" desc:"path to an nkey seed file"`
+	TLSCert  string `split_words:"true" desc:"client certificate file"`
+	TLSKey   string `split_words:"true" desc:"client key file"`
+	CAFile   string `split_words:"true" desc:"CA bundle file"`
 }
 
 // Stream shapes the JetStream stream and consumers.
 type Stream struct {
-	MaxAge       time.Duration `envconfig:"MAX_AGE" default:"168h" desc:"how long session events are kept for replay"`
-	Replicas     int           `envconfig:"REPLICAS" default:"1" desc:"stream replicas (3 on a NATS cluster)"`
-	AckWait      time.Duration `envconfig:"ACK_WAIT" default:"30s" desc:"redelivery delay for an unacked event"`
-	MaxDeliver   int           `envconfig:"MAX_DELIVER" default:"5" desc:"deliveries before an event is dead-lettered"`
-	Concurrency  int           `envconfig:"CONCURRENCY" default:"4" desc:"events one replica handles at once per consumer"`
-	DrainTimeout time.Duration `envconfig:"DRAIN_TIMEOUT" default:"20s" desc:"grace for in-flight events on SIGTERM"`
+	MaxAge       time.Duration `split_words:"true" default:"168h" desc:"how long session events are kept for replay"`
+	Replicas     int           `split_words:"true" default:"1" desc:"stream replicas (3 on a NATS cluster)"`
+	AckWait      time.Duration `split_words:"true" default:"30s" desc:"redelivery delay for an unacked event"`
+	MaxDeliver   int           `split_words:"true" default:"5" desc:"deliveries before an event is dead-lettered"`
+	Concurrency  int           `split_words:"true" default:"4" desc:"events one replica handles at once per consumer"`
+	DrainTimeout time.Duration `split_words:"true" default:"20s" desc:"grace for in-flight events on SIGTERM"`
 }
 
 // Redis is where session state lives. An empty URL means "run an embedded
 // Redis-compatible server" for `ralph up` and `ralph run`.
 type Redis struct {
-	URL string        `envconfig:"URL" secret:"url" desc:"redis:// URL; empty runs an embedded server (up, run, demo)"`
-	TTL time.Duration `envconfig:"TTL" default:"168h" desc:"lifetime of a session's keys after their last write"`
+	URL string        `split_words:"true" secret:"url" desc:"redis:// URL; empty runs an embedded server (up, run, demo)"`
+	TTL time.Duration `split_words:"true" default:"168h" desc:"lifetime of a session's keys after their last write"`
 }
 
 // LLM is the default endpoint every role uses unless it has its own.
 type LLM struct {
-	BaseURL    string        `envconfig:"BASE_URL" desc:"OpenAI-compatible base URL (falls back to OPENAI_BASE_URL)"`
-	APIKey     string        `envconfig:"API_KEY" secret:"true" desc:"API key (falls back to OPENAI_API_KEY)"`
-	Timeout    time.Duration `envconfig:"TIMEOUT" default:"120s" desc:"per-call timeout"`
-	MaxRetries int           `envconfig:"MAX_RETRIES" default:"3" desc:"retries on 429/5xx, honouring Retry-After"`
+	BaseURL    string        `split_words:"true" desc:"OpenAI-compatible base URL (falls back to OPENAI_BASE_URL)"`
+	APIKey     string        `split_words:"true" secret:"true" desc:"API key (falls back to OPENAI_API_KEY)"`
+	Timeout    time.Duration `split_words:"true" default:"120s" desc:"per-call timeout"`
+	MaxRetries int           `split_words:"true" default:"3" desc:"retries on 429/5xx, honouring Retry-After"`
 }
 
 // Role is one role's model and optional own endpoint.
 type Role struct {
-	Model   string `envconfig:"MODEL" default:"gpt-4o-mini" desc:"model name"`
-	BaseURL string `envconfig:"BASE_URL" desc:"own base URL (default: RALPH_LLM_BASE_URL)"`
-	APIKey  string `envconfig:"API_KEY" secret:"true" desc:"own API key (default: RALPH_LLM_API_KEY)"`
+	Model   string `split_words:"true" default:"gpt-4o-mini" desc:"model name"`
+	BaseURL string `split_words:"true" desc:"own base URL (default: RALPH_LLM_BASE_URL)"`
+	APIKey  string `split_words:"true" secret:"true" desc:"own API key (default: RALPH_LLM_API_KEY)"`
 }
 
 // Builder configures the loop.
 type Builder struct {
 	Role
-	MaxTurnsPerTask   int           `envconfig:"MAX_TURNS_PER_TASK" default:"30" desc:"iterations one task may take"`
-	MaxIterations     int           `envconfig:"MAX_ITERATIONS" default:"200" desc:"iterations one session may take"`
-	MaxTotalTokens    int           `envconfig:"MAX_TOTAL_TOKENS" default:"2000000" desc:"LLM tokens (in+out) one session may spend"`
-	ShellTimeout      time.Duration `envconfig:"SHELL_TIMEOUT" default:"120s" desc:"default timeout of the run tool"`
-	OutputCap         int           `envconfig:"OUTPUT_CAP" default:"262144" desc:"bytes of a command's output kept"`
-	InlineOutputBytes int           `envconfig:"INLINE_OUTPUT_BYTES" default:"16384" desc:"larger tool outputs enter the context as an artifact pointer"`
-	ContextWindow     int           `envconfig:"CONTEXT_WINDOW" default:"128000" desc:"the builder model's context window in tokens"`
-	MaxTokens         int           `envconfig:"MAX_TOKENS" default:"4096" desc:"max output tokens per builder call"`
+	MaxTurnsPerTask   int           `split_words:"true" default:"30" desc:"iterations one task may take"`
+	MaxIterations     int           `split_words:"true" default:"200" desc:"iterations one session may take"`
+	MaxTotalTokens    int           `split_words:"true" default:"2000000" desc:"LLM tokens (in+out) one session may spend"`
+	ShellTimeout      time.Duration `split_words:"true" default:"120s" desc:"default timeout of the run tool"`
+	OutputCap         int           `split_words:"true" default:"262144" desc:"bytes of a command's output kept"`
+	InlineOutputBytes int           `split_words:"true" default:"16384" desc:"larger tool outputs enter the context as an artifact pointer"`
+	ContextWindow     int           `split_words:"true" default:"128000" desc:"the builder model's context window in tokens"`
+	MaxTokens         int           `split_words:"true" default:"4096" desc:"max output tokens per builder call"`
 }
 
 // Critic configures reviews.
 type Critic struct {
 	Role
-	VerifyTimeout time.Duration `envconfig:"VERIFY_TIMEOUT" default:"300s" desc:"timeout of a task's verify command"`
+	VerifyTimeout time.Duration `split_words:"true" default:"300s" desc:"timeout of a task's verify command"`
 }
 
 // Stuck configures the stuck detector.
 type Stuck struct {
-	Window              int     `envconfig:"WINDOW" default:"5" desc:"iterations in the detection window"`
-	RepeatThreshold     int     `envconfig:"REPEAT_THRESHOLD" default:"3" desc:"repeats that count as a loop"`
-	SimilarityThreshold float64 `envconfig:"SIMILARITY_THRESHOLD" default:"0.9" desc:"text similarity that counts as a repeat"`
+	Window              int     `split_words:"true" default:"5" desc:"iterations in the detection window"`
+	RepeatThreshold     int     `split_words:"true" default:"3" desc:"repeats that count as a loop"`
+	SimilarityThreshold float64 `split_words:"true" default:"0.9" desc:"text similarity that counts as a repeat"`
 }
 
 // Up configures the embedded servers of `ralph up`.
 type Up struct {
-	NATSPort  int    `envconfig:"NATS_PORT" default:"4222" desc:"port of the embedded NATS server (-1: random)"`
-	RedisAddr string `envconfig:"REDIS_ADDR" default:"127.0.0.1:6380" desc:"address of the embedded Redis-compatible server"`
-	StoreDir  string `envconfig:"STORE_DIR" desc:"JetStream directory of the embedded server (default: a temp dir)"`
+	NATSPort  int    `split_words:"true" default:"4222" desc:"port of the embedded NATS server (-1: random)"`
+	RedisAddr string `split_words:"true" default:"127.0.0.1:6380" desc:"address of the embedded Redis-compatible server"`
+	StoreDir  string `split_words:"true" desc:"JetStream directory of the embedded server (default: a temp dir)"`
 }
 
 // RunCommand configures `ralph run`.
 type RunCommand struct {
-	Timeout time.Duration `envconfig:"TIMEOUT" default:"2h" desc:"how long run follows a session before giving up"`
+	Timeout time.Duration `split_words:"true" default:"2h" desc:"how long run follows a session before giving up"`
 }
 
 // Load reads the environment.
@@ -137,6 +137,17 @@ func Load() (Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
+	}
+	return c, nil
+}
+
+// Defaults is the configuration with every setting at its default,
+// whatever the environment holds (for tests and docs).
+func Defaults() (Config, error) {
+	var c Config
+	// No environment variable carries this prefix, so only defaults apply.
+	if err := envconfig.Process("RALPH_DEFAULTS_ONLY_NOT_SET", &c); err != nil {
+		return Config{}, fmt.Errorf("default configuration: %w", err)
 	}
 	return c, nil
 }

@@ -1,0 +1,316 @@
+package mesh_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphmesh/ralph/internal/demo"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/units"
+)
+
+// The demo PRD through builder -> stuckdetector -> critic: T1 is approved at
+// once, T2 is rejected once (no usage comment) and approved after the fix.
+func TestTwoTaskSessionWithOneRejection(t *testing.T) {
+	script, err := demo.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, script)
+	h.cfg.Builder.Model, h.cfg.Critic.Model = demo.BuilderModel, demo.CriticModel
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector")
+	p, err := demo.PRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t, map[string]string{"README.md": "# demo\n"})
+	h.start(m, "e2e-two-tasks", p, ws)
+	got := h.wait(m, "e2e-two-tasks")
+
+	last := got[len(got)-1]
+	if last.Type != events.SessionCompleted {
+		t.Fatalf("session ended with %s; events: %v", last.Type, types(got))
+	}
+	var verdicts []string
+	var analyzed, completed int
+	for _, env := range got {
+		switch env.Type {
+		case events.CritiqueCompleted:
+			var d events.CritiqueCompletedData
+			if err := env.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+			v := d.TaskID + ":rejected"
+			if d.Verdict.Approved {
+				v = d.TaskID + ":approved"
+			}
+			verdicts = append(verdicts, v)
+		case events.IterationAnalyzed:
+			analyzed++
+		case events.IterationCompleted:
+			completed++
+		}
+	}
+	if want := []string{"T1:approved", "T2:rejected", "T2:approved"}; !slices.Equal(verdicts, want) {
+		t.Fatalf("verdicts %v, want %v", verdicts, want)
+	}
+	if completed != 10 || analyzed != completed {
+		t.Fatalf("%d iterations completed, %d analyzed; want 10 each", completed, analyzed)
+	}
+	script2, _ := os.ReadFile(filepath.Join(ws, "count.sh"))
+	if !strings.HasPrefix(string(script2), "# Usage:") {
+		t.Fatalf("count.sh was not fixed after the rejection:\n%s", script2)
+	}
+	// The rejection reached the builder model as an instruction.
+	units, err := m.Store.Units(context.Background(), "e2e-two-tasks", "T2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(units, func(u unitT) bool { return strings.Contains(u.Content, "no header comment") && u.Role == "user" }) {
+		t.Fatal("critic feedback is not in the T2 context")
+	}
+	// Every event of the session can be replayed in order.
+	var replayed []events.Envelope
+	if err := m.Bus.Replay(context.Background(), "e2e-two-tasks", func(env events.Envelope) error {
+		replayed = append(replayed, env)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(types(replayed), types(got)) {
+		t.Fatalf("replay differs:\n%v\n%v", types(replayed), types(got))
+	}
+	usage, err := m.Store.Usage(context.Background(), "e2e-two-tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usage["builder:calls"] != 10 || usage["critic:calls"] != 3 {
+		t.Fatalf("usage by role: %v", usage)
+	}
+}
+
+// A builder that keeps reading the same file gets a circular_tools signal,
+// a nudge, and, when it goes on, an escalation that says what was tried.
+func TestCircularReadsSignalNudgeThenEscalate(t *testing.T) {
+	h := newHarness(t, parseScript(t, `
+rules:
+  - {model: builder, when: {turn: 1}, reply: {content: "Let me read the notes.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: builder, when: {turn: 2}, reply: {content: "I should look at the notes once more to be sure.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: builder, when: {turn: 3}, reply: {content: "Maybe I missed something; opening notes.txt again.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: builder, when: {turn: 4}, reply: {content: "Right, a different approach: first the notes.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: builder, when: {turn: 5}, reply: {content: "Hmm, what did the notes say?", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: builder, when: {turn: 6}, reply: {content: "Checking notes.txt one more time.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`))
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector")
+	ws := workspace(t, map[string]string{"notes.txt": "remember the milk\n"})
+	h.start(m, "e2e-circular", parsePRD(t, `
+tasks:
+  - {id: L1, title: Summarise the notes, acceptance_criteria: [summary.txt exists]}
+`), ws)
+	got := h.wait(m, "e2e-circular")
+
+	var signals []events.Signal
+	for _, env := range got {
+		if env.Type == events.IterationAnalyzed {
+			var d events.IterationAnalyzedData
+			if err := env.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Signal != nil {
+				signals = append(signals, *d.Signal)
+			}
+		}
+	}
+	if len(signals) != 2 || signals[0].Pattern != "circular_tools" || signals[0].Iteration != 3 || signals[1].Iteration != 6 {
+		t.Fatalf("signals: %+v", signals)
+	}
+	if signals[0].Action != events.ActionPrune || signals[0].Confidence <= 0 || !strings.Contains(signals[0].Diagnosis, "notes.txt") {
+		t.Fatalf("signal lacks action/confidence/diagnosis: %+v", signals[0])
+	}
+	units, _ := m.Store.Units(context.Background(), "e2e-circular", "L1")
+	if !slices.ContainsFunc(units, func(u unitT) bool {
+		return strings.HasPrefix(u.ID, "nudge-") && strings.Contains(u.Content, "circular_tools")
+	}) {
+		t.Fatal("no nudge naming the loop in the context")
+	}
+	last := got[len(got)-1]
+	if last.Type != events.SessionEscalated {
+		t.Fatalf("session ended with %s, want escalated", last.Type)
+	}
+	var esc events.SessionEscalatedData
+	if err := last.Decode(&esc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(esc.Tried, []string{"nudge:circular_tools", "escalate:circular_tools"}) || esc.Diagnosis == "" {
+		t.Fatalf("escalation: %+v", esc)
+	}
+}
+
+// Bad tool calls from the model are tool errors that go back to the model,
+// and the session goes on: an unknown tool, arguments that are not JSON, a
+// path that leaves the workspace.
+func TestBadToolCallsGoBackToTheModel(t *testing.T) {
+	h := newHarness(t, parseScript(t, `
+rules:
+  - {model: builder, when: {turn: 1}, reply: {content: "Formatting.", tool_calls: [{name: format_disk, arguments: {}}]}}
+  - {model: builder, when: {turn: 2}, reply: {content: "Reading.", tool_calls: [{name: read_file, arguments: '{"path": '}]}}
+  - {model: builder, when: {turn: 3}, reply: {content: "Escaping.", tool_calls: [{name: read_file, arguments: {path: ../../../../etc/passwd}}, {name: write_file, arguments: {path: /tmp/ralph-escape-test, content: x}}]}}
+  - {model: builder, when: {turn: 4}, reply: {content: "Done, nothing else to do."}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`))
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector")
+	ws := workspace(t, nil)
+	h.start(m, "e2e-badtools", parsePRD(t, `
+tasks:
+  - {id: B1, title: Nothing, acceptance_criteria: [nothing]}
+`), ws)
+	got := h.wait(m, "e2e-badtools")
+	if last := got[len(got)-1]; last.Type != events.SessionCompleted {
+		t.Fatalf("session ended with %s", last.Type)
+	}
+	var errs []string
+	for _, env := range got {
+		if env.Type == events.IterationCompleted {
+			var r events.IterationRecord
+			if err := env.Decode(&r); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range r.ToolCalls {
+				errs = append(errs, c.Error)
+			}
+		}
+	}
+	wants := []string{"unknown tool", "not valid JSON", "escapes the workspace", "escapes the workspace"}
+	if len(errs) != len(wants) {
+		t.Fatalf("tool errors %q", errs)
+	}
+	for i, want := range wants {
+		if !strings.Contains(errs[i], want) {
+			t.Errorf("tool error %d = %q, want it to mention %q", i, errs[i], want)
+		}
+	}
+	if _, err := os.Stat("/tmp/ralph-escape-test"); err == nil {
+		t.Fatal("write_file escaped the workspace")
+	}
+	units, _ := m.Store.Units(context.Background(), "e2e-badtools", "B1")
+	n := 0
+	for _, u := range units {
+		if u.Role == "tool" && strings.Contains(u.Content, "error:") {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d tool errors reached the model's context, want 4", n)
+	}
+}
+
+// Limits end a session as failed with the reason instead of looping.
+func TestTurnLimitFailsWithReason(t *testing.T) {
+	h := newHarness(t, parseScript(t, `
+rules:
+  - {model: builder, reply: {content: "Writing another file.", tool_calls: [{name: run, arguments: {command: "date +%s%N > stamp.txt"}}]}}
+`))
+	h.cfg.Builder.MaxTurnsPerTask = 4
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector")
+	h.start(m, "e2e-limit", parsePRD(t, `
+tasks:
+  - {id: X1, title: Never ends, acceptance_criteria: [impossible]}
+`), workspace(t, nil))
+	got := h.wait(m, "e2e-limit")
+	last := got[len(got)-1]
+	var d events.SessionFailedData
+	if last.Type != events.SessionFailed || last.Decode(&d) != nil || !strings.Contains(d.Reason, "used all 4 turns") {
+		t.Fatalf("last event %s %s", last.Type, last.Data)
+	}
+}
+
+// A builder replica dies while a step is in flight; another one takes the
+// redelivered step over. The shell command that had run is replayed from the
+// journal, the one that was interrupted is not run again, and the session
+// completes.
+func TestBuilderCrashMidStep(t *testing.T) {
+	h := newHarness(t, parseScript(t, `
+rules:
+  - model: builder
+    when: {turn: 1}
+    reply:
+      content: Appending and then waiting.
+      tool_calls:
+        - {name: run, arguments: {command: "echo ran >> ran.log"}}
+        - {name: run, arguments: {command: "touch sleeping; sleep 60"}}
+  - {model: builder, when: {turn: 2}, reply: {content: "ran.log has its line."}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`))
+	h.cfg.Stream.AckWait = 2 * time.Second
+	h.cfg.Stream.DrainTimeout = 0
+	others := h.mesh()
+	h.run(others, "critic", "stuckdetector")
+	first := h.mesh()
+	stopFirst := h.run(first, "builder")
+	ws := workspace(t, nil)
+	h.start(others, "e2e-crash", parsePRD(t, `
+tasks:
+  - {id: C1, title: Append once, acceptance_criteria: [ran.log has one line], verify: 'test "$(wc -l < ran.log)" -eq 1'}
+`), ws)
+	waitFile(t, filepath.Join(ws, "sleeping"))
+	stopFirst()   // the replica stops without acking the step
+	first.Close() // and its connection goes away
+
+	second := h.mesh()
+	h.run(second, "builder")
+	got := h.wait(others, "e2e-crash")
+	if last := got[len(got)-1]; last.Type != events.SessionCompleted {
+		t.Fatalf("session ended with %s: %s", last.Type, last.Data)
+	}
+	data, _ := os.ReadFile(filepath.Join(ws, "ran.log"))
+	if string(data) != "ran\n" {
+		t.Fatalf("ran.log = %q: the journaled command ran more than once", data)
+	}
+	var rec events.IterationRecord
+	for _, env := range got {
+		if env.Type == events.IterationCompleted {
+			_ = env.Decode(&rec)
+			break
+		}
+	}
+	if len(rec.ToolCalls) != 2 || !strings.Contains(rec.ToolCalls[1].Error, "interrupted") {
+		t.Fatalf("first iteration's tool calls: %+v", rec.ToolCalls)
+	}
+	if n := h.llm.Hits(""); n != 0 {
+		t.Fatalf("unexpected unnamed hits %d", n)
+	}
+	builderCalls := 0
+	for _, r := range h.llm.Requests() {
+		if r.Model == "builder" {
+			builderCalls++
+		}
+	}
+	if builderCalls != 2 {
+		t.Fatalf("builder model called %d times, want 2 (the redelivered step must replay the journaled reply)", builderCalls)
+	}
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+type unitT = units.Unit
+
+

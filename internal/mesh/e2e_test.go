@@ -312,5 +312,3 @@ func waitFile(t *testing.T, path string) {
 }
 
 type unitT = units.Unit
-
-

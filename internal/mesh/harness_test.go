@@ -19,13 +19,13 @@ import (
 
 // harness is a mesh on the test NATS and Redis with a scripted model.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	cfg config.Config
 	llm *scriptllm.Server
 	log *zap.Logger
 }
 
-func newHarness(t *testing.T, script scriptllm.Script) *harness {
+func newHarness(t testing.TB, script scriptllm.Script) *harness {
 	t.Helper()
 	cfg := meshtest.Config(t)
 	srv := scriptllm.New(script)

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/ralphmesh/ralph/internal/demo"
+	"github.com/ralphmesh/ralph/internal/mesh"
+	"github.com/ralphmesh/ralph/internal/meshtest"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/scriptllm"
+)
+
+// ralph runs the CLI in-process and returns its output and exit code.
+func ralph(t *testing.T, args ...string) (string, int, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	code := 0
+	if err != nil {
+		code = 1
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+	}
+	return out.String(), code, err
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestStuckScan(t *testing.T) {
+	out, code, err := ralph(t, "stuck", "scan", "../../services/stuckdetector/testdata/stuck_circular.jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var sig struct {
+		Iteration  int     `json:"iteration"`
+		Pattern    string  `json:"pattern"`
+		Confidence float64 `json:"confidence"`
+		Action     string  `json:"action"`
+		Diagnosis  string  `json:"diagnosis"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &sig); err != nil {
+		t.Fatalf("not JSON: %q", lines[0])
+	}
+	if sig.Iteration != 3 || sig.Pattern != "circular_tools" || sig.Action != "prune_context" || sig.Diagnosis == "" {
+		t.Fatalf("signal %+v", sig)
+	}
+	// Same input, byte-identical output.
+	again, _, _ := ralph(t, "stuck", "scan", "../../services/stuckdetector/testdata/stuck_circular.jsonl")
+	if again != out {
+		t.Fatal("stuck scan is not deterministic")
+	}
+}
+
+func TestStuckScanBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.jsonl", `{"iteration": 1}`+"\n"+`{"iteration": "two"}`+"\n")
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"bad line", []string{"stuck", "scan", bad}, []string{"bad.jsonl", "line 2"}},
+		{"missing file", []string{"stuck", "scan", filepath.Join(dir, "nope.jsonl")}, []string{"nope.jsonl"}},
+		{"bad window", []string{"stuck", "scan", "--window", "-3", bad}, []string{"--window"}},
+		{"no file", []string{"stuck", "scan"}, []string{"accepts 1 arg"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, code, err := ralph(t, c.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (err %v)", code, err)
+			}
+			if out != "" {
+				t.Fatalf("printed output for bad input: %q", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// meshEnv points the CLI at the test NATS and Redis under a fresh prefix.
+func meshEnv(t *testing.T) (prefix string) {
+	t.Helper()
+	prefix = meshtest.Prefix(t)
+	t.Setenv("RALPH_NATS_URL", meshtest.NATSURL(t))
+	t.Setenv("RALPH_REDIS_URL", meshtest.RedisURL(t))
+	t.Setenv("RALPH_PREFIX", prefix)
+	return prefix
+}
+
+func streamMessages(t *testing.T, prefix string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(meshtest.NATSURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(context.Background(), events.StreamName(prefix))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestRunBadInputPublishesNothing(t *testing.T) {
+	prefix := meshEnv(t)
+	dir := t.TempDir()
+	ws := t.TempDir()
+	cases := []struct {
+		name, file, content string
+		extra               []string
+		want                []string
+	}{
+		{"malformed yaml", "a.yaml", "tasks: [\n", nil, []string{"a.yaml", "bad YAML"}},
+		{"malformed json", "b.json", `{"tasks": [}`, nil, []string{"b.json", "bad JSON"}},
+		{"missing criteria", "c.yaml", "tasks:\n  - {id: T1, title: x}\n", nil, []string{"c.yaml", `task "T1"`, "acceptance_criteria"}},
+		{"unknown field", "d.yaml", "tasks:\n  - {id: T1, title: x, acceptence: [y]}\n", nil, []string{"d.yaml", "acceptence"}},
+		{"unknown dependency", "e.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y], depends_on: [T9]}\n", nil, []string{"e.yaml", "depends_on", "T9"}},
+		{"missing file", "nope.yaml", "", nil, []string{"nope.yaml"}},
+		{"missing workspace", "f.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y]}\n", []string{"--workspace", filepath.Join(dir, "nowhere")}, []string{"--workspace", "nowhere"}},
+		{"bad session id", "g.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y]}\n", []string{"--session", "a.b"}, []string{"session id"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.file)
+			if c.content != "" {
+				writeFile(t, dir, c.file, c.content)
+			}
+			args := append([]string{"run", path}, c.extra...)
+			if c.extra == nil || c.extra[0] != "--workspace" {
+				args = append(args, "--workspace", ws)
+			}
+			_, code, err := ralph(t, args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (err %v)", code, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	if n := streamMessages(t, prefix); n != 0 {
+		t.Fatalf("%d events were published for bad input", n)
+	}
+}
+
+// `ralph run` against an external mesh (services running elsewhere) and
+// `ralph replay` of the same session.
+func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
+	meshEnv(t)
+	script, err := demo.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scriptllm.New(script)
+	url, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t.Setenv("RALPH_LLM_BASE_URL", url)
+	t.Setenv("RALPH_BUILDER_MODEL", demo.BuilderModel)
+	t.Setenv("RALPH_CRITIC_MODEL", demo.CriticModel)
+
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mesh.Start(context.Background(), cfg, zap.NewNop(), mesh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
+	defer func() { cancel(); <-done }()
+
+	dir := t.TempDir()
+	prdPath := writeFile(t, dir, "prd.yaml", string(demo.PRDYAML()))
+	ws := t.TempDir()
+	out, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--json", "--session", "cli-run")
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last events.Envelope
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Type != events.SessionCompleted {
+		t.Fatalf("last line %q", lines[len(lines)-1])
+	}
+	replayed, code, err := ralph(t, "replay", "cli-run", "--json")
+	if code != 0 {
+		t.Fatalf("replay exit %d: %v", code, err)
+	}
+	if got := strings.Count(replayed, "\n"); got != len(lines) {
+		t.Fatalf("replay printed %d events, run printed %d", got, len(lines))
+	}
+	human, code, _ := ralph(t, "replay", "cli-run")
+	if code != 0 || !strings.Contains(human, "critic requested changes on T2") || !strings.Contains(human, "session completed") {
+		t.Fatalf("human replay:\n%s", human)
+	}
+	if _, code, _ := ralph(t, "replay", "no-such-session"); code != 2 {
+		t.Fatalf("replay of an unknown session exit %d, want 2", code)
+	}
+}
+
+func TestRunFailedSessionExitsOne(t *testing.T) {
+	meshEnv(t)
+	srv := scriptllm.New(mustScript(t, `
+rules:
+  - {model: b, reply: {content: "again", tool_calls: [{name: run, arguments: {command: "date +%s%N > t"}}]}}
+`))
+	url, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t.Setenv("RALPH_LLM_BASE_URL", url)
+	t.Setenv("RALPH_BUILDER_MODEL", "b")
+	t.Setenv("RALPH_BUILDER_MAX_TURNS_PER_TASK", "2")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mesh.Start(context.Background(), cfg, zap.NewNop(), mesh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
+	defer func() { cancel(); <-done }()
+	prdPath := writeFile(t, t.TempDir(), "p.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y]}\n")
+	out, code, err := ralph(t, "run", prdPath, "--workspace", t.TempDir())
+	if code != 1 || !strings.Contains(err.Error(), "used all 2 turns") {
+		t.Fatalf("exit %d, err %v\n%s", code, err, out)
+	}
+	if !strings.Contains(out, "session failed") {
+		t.Fatalf("output does not show the failure:\n%s", out)
+	}
+}
+
+func TestConfigAndServiceArgs(t *testing.T) {
+	t.Setenv("RALPH_LLM_API_KEY", "sk-hidden")
+	out, code, _ := ralph(t, "config")
+	if code != 0 || !strings.Contains(out, "RALPH_BUILDER_MODEL") || strings.Contains(out, "sk-hidden") {
+		t.Fatalf("config output (exit %d):\n%s", code, out)
+	}
+	if _, code, err := ralph(t, "service", "nope"); code != 2 || !strings.Contains(err.Error(), `unknown service "nope"`) {
+		t.Fatalf("exit %d, err %v", code, err)
+	}
+	t.Setenv("RALPH_STREAM_ACK_WAIT", "soon")
+	if _, code, err := ralph(t, "config"); code != 2 || !strings.Contains(err.Error(), "ACK_WAIT") {
+		t.Fatalf("bad env: exit %d, err %v", code, err)
+	}
+}
+
+func mustScript(t *testing.T, yaml string) scriptllm.Script {
+	t.Helper()
+	s, err := scriptllm.ParseScript([]byte(yaml), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

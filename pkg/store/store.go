@@ -67,7 +67,12 @@ func (s *Store) key(session string, parts ...string) string {
 	return s.prefix + ":{" + session + "}:" + strings.Join(parts, ":")
 }
 
-func (s *Store) ttlSeconds() string { return strconv.Itoa(int(s.ttl / time.Second)) }
+// ttlSeconds is the TTL for the Lua scripts' EXPIRE, in whole seconds
+// rounded up: EXPIRE with 0 deletes the key, so a sub-second TTL must not
+// truncate to 0.
+func (s *Store) ttlSeconds() string {
+	return strconv.FormatInt(int64((s.ttl+time.Second-1)/time.Second), 10)
+}
 
 var casScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'version')

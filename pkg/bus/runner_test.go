@@ -1,0 +1,482 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ralphmesh/ralph/internal/meshtest"
+	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/pkg/events"
+)
+
+const svc = "svc"
+
+// iterConsumer is the consumer of svc for iteration.completed.
+var iterConsumer = bus.ConsumerName(svc, events.IterationCompleted)
+
+func only(h bus.Handler) map[events.Type]bus.Handler {
+	return map[events.Type]bus.Handler{events.IterationCompleted: h}
+}
+
+func TestConsumerName(t *testing.T) {
+	for _, tc := range []struct {
+		service string
+		typ     events.Type
+		want    string
+	}{
+		{"builder", events.IterationRequested, "builder_iteration_requested"},
+		{"stuck", events.IterationCompleted, "stuck_iteration_completed"},
+		{"orchestrator", events.SessionStarted, "orchestrator_session_started"},
+		{"compactor", events.CompactionRequested, "compactor_compaction_requested"},
+	} {
+		if got := bus.ConsumerName(tc.service, tc.typ); got != tc.want {
+			t.Errorf("ConsumerName(%q, %q) = %q, want %q", tc.service, tc.typ, got, tc.want)
+		}
+	}
+	// A durable name may not contain '.', '*', '>' or whitespace, and
+	// every type of the catalogue must give a distinct name.
+	seen := map[string]events.Type{}
+	for _, typ := range events.AllTypes {
+		name := bus.ConsumerName("svc", typ)
+		if strings.ContainsAny(name, ".*> \t") {
+			t.Errorf("ConsumerName(svc, %s) = %q is not a valid durable name", typ, name)
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s and %s share the consumer name %q", typ, other, name)
+		}
+		seen[name] = typ
+	}
+}
+
+func TestRunAcksOnSuccess(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	var got atomic.Value
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		got.Store(env)
+		return nil
+	}), bus.RunOptions{AckWait: time.Second})
+
+	env := iteration("s1", 1)
+	b.publish(t, env)
+	waitFor(t, "the handler to be called", func() bool { return c.total() == 1 })
+	info := b.waitAcked(t, iterConsumer, 1)
+	if info.NumRedelivered != 0 {
+		t.Errorf("NumRedelivered = %d, want 0", info.NumRedelivered)
+	}
+	if info.Config.AckWait != time.Second || info.Config.MaxDeliver != 5 {
+		t.Errorf("consumer AckWait/MaxDeliver = %v/%d, want 1s/5 (the default)", info.Config.AckWait, info.Config.MaxDeliver)
+	}
+	if h := got.Load().(events.Envelope); h.ID != env.ID || string(h.Data) != string(env.Data) {
+		t.Errorf("handler got %+v, want %+v", h, env)
+	}
+	// Acked: never delivered again, even after AckWait.
+	time.Sleep(1500 * time.Millisecond)
+	if n := c.get(env.ID); n != 1 {
+		t.Fatalf("handler called %d times, want 1", n)
+	}
+	if n := b.dlqMsgs(t); n != 0 {
+		t.Fatalf("dead-letter stream holds %d messages, want 0", n)
+	}
+}
+
+func TestRunRetriesRetryableErrors(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	const base = 200 * time.Millisecond
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		times = append(times, time.Now())
+		if len(times) <= 2 {
+			return errors.New("transient")
+		}
+		return nil
+	}), bus.RunOptions{AckWait: time.Second, BackoffBase: base})
+
+	b.publish(t, iteration("s1", 1))
+	b.waitAcked(t, iterConsumer, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != 3 {
+		t.Fatalf("handler called %d times, want 3 (two failures, one success)", len(times))
+	}
+	// NakWithDelay backs off exponentially from BackoffBase.
+	if gap := times[1].Sub(times[0]); gap < base {
+		t.Errorf("first retry after %v, want at least BackoffBase %v", gap, base)
+	}
+	if gap := times[2].Sub(times[1]); gap < 2*base {
+		t.Errorf("second retry after %v, want at least 2*BackoffBase %v", gap, 2*base)
+	}
+	if n := b.dlqMsgs(t); n != 0 {
+		t.Fatalf("dead-letter stream holds %d messages, want 0", n)
+	}
+}
+
+func TestRunDeadLettersPermanentFailure(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		return fmt.Errorf("step %d: %w", env.Step, bus.Permanent(errors.New("workspace vanished")))
+	}), bus.RunOptions{AckWait: time.Second, BackoffBase: 50 * time.Millisecond})
+
+	env := iteration("s1", 1)
+	b.publish(t, env)
+	dl := b.deadLetter(t, iterConsumer)
+	if want := events.DeadLetterSubject(b.prefix, iterConsumer); dl.Subject != want {
+		t.Errorf("dead letter subject = %q, want %q", dl.Subject, want)
+	}
+	if r := dl.Header.Get("Ralph-Reason"); !strings.Contains(r, "workspace vanished") {
+		t.Errorf("Ralph-Reason = %q, want the handler's error", r)
+	}
+	for h, want := range map[string]string{
+		"Ralph-Service":    svc,
+		"Ralph-Consumer":   iterConsumer,
+		"Ralph-Subject":    events.Subject(b.prefix, "s1", events.IterationCompleted),
+		"Ralph-Deliveries": "1",
+	} {
+		if got := dl.Header.Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
+	}
+	if got, err := events.Decode(dl.Data); err != nil || got.ID != env.ID {
+		t.Errorf("dead letter carries %q (%v), want the original event %s", dl.Data, err, env.ID)
+	}
+
+	// Terminated: not redelivered, not retried, nothing left pending.
+	b.waitAcked(t, iterConsumer, 1)
+	time.Sleep(2500 * time.Millisecond) // more than twice AckWait
+	if n := c.get(env.ID); n != 1 {
+		t.Fatalf("handler called %d times, want 1", n)
+	}
+	info := b.consumerInfo(t, iterConsumer)
+	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
+		t.Errorf("consumer NumAckPending/NumRedelivered = %d/%d, want 0/0", info.NumAckPending, info.NumRedelivered)
+	}
+	if n := b.dlqMsgs(t); n != 1 {
+		t.Errorf("dead-letter stream holds %d messages, want 1", n)
+	}
+}
+
+func TestRunDeadLettersInvalidEnvelope(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		return nil
+	}), bus.RunOptions{AckWait: time.Second})
+
+	subj := events.Subject(b.prefix, "s1", events.IterationCompleted)
+	if err := b.nc.Publish(subj, []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dl := b.deadLetter(t, iterConsumer)
+	if string(dl.Data) != "not json" {
+		t.Errorf("dead letter carries %q, want the raw message", dl.Data)
+	}
+	if r := dl.Header.Get("Ralph-Reason"); !strings.Contains(r, "not JSON") {
+		t.Errorf("Ralph-Reason = %q, want the decode error", r)
+	}
+	if got := dl.Header.Get("Ralph-Subject"); got != subj {
+		t.Errorf("Ralph-Subject = %q, want %q", got, subj)
+	}
+
+	// JSON that is not a valid envelope (unknown type) is dead-lettered too.
+	bad := iteration("s1", 2)
+	bad.Type = "no.such.type"
+	if err := b.nc.Publish(subj, bad.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	// A valid event after them is handled: the runner is not stuck.
+	good := iteration("s1", 3)
+	b.publish(t, good)
+	waitFor(t, "the valid event to be handled", func() bool { return c.get(good.ID) == 1 })
+	waitFor(t, "two dead letters", func() bool { return b.dlqMsgs(t) == 2 })
+	b.waitAcked(t, iterConsumer, 3)
+	if n := c.total(); n != 1 {
+		t.Fatalf("handler called %d times, want 1 (only for the valid event)", n)
+	}
+}
+
+func TestRunDeadLettersAfterMaxDeliver(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		return errors.New("llm overloaded")
+	}), bus.RunOptions{AckWait: time.Second, MaxDeliver: 2, BackoffBase: 50 * time.Millisecond})
+
+	env := iteration("s1", 1)
+	b.publish(t, env)
+	dl := b.deadLetter(t, iterConsumer)
+	r := dl.Header.Get("Ralph-Reason")
+	if !strings.Contains(r, "failed 2 times") || !strings.Contains(r, "llm overloaded") {
+		t.Errorf("Ralph-Reason = %q, want \"failed 2 times\" and the last error", r)
+	}
+	if got := dl.Header.Get("Ralph-Deliveries"); got != "2" {
+		t.Errorf("Ralph-Deliveries = %q, want 2", got)
+	}
+	b.waitAcked(t, iterConsumer, 1)
+	time.Sleep(1500 * time.Millisecond) // more than AckWait and the backoff
+	if n := c.get(env.ID); n != 2 {
+		t.Fatalf("handler called %d times, want exactly MaxDeliver = 2", n)
+	}
+	if n := b.dlqMsgs(t); n != 1 {
+		t.Errorf("dead-letter stream holds %d messages, want 1", n)
+	}
+}
+
+func TestRunSurvivesPanickingHandler(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		if env.Step == 1 {
+			panic("kaboom")
+		}
+		return nil
+	}), bus.RunOptions{AckWait: time.Second, Concurrency: 1})
+
+	first, second := iteration("s1", 1), iteration("s1", 2)
+	b.publish(t, first)
+	dl := b.deadLetter(t, iterConsumer)
+	if r := dl.Header.Get("Ralph-Reason"); !strings.Contains(r, "panicked") || !strings.Contains(r, "kaboom") {
+		t.Errorf("Ralph-Reason = %q, want the panic", r)
+	}
+	b.publish(t, second)
+	waitFor(t, "the next event to be handled", func() bool { return c.get(second.ID) == 1 })
+	b.waitAcked(t, iterConsumer, 2)
+	if n := c.get(first.ID); n != 1 {
+		t.Errorf("panicking handler called %d times, want 1 (a panic is permanent)", n)
+	}
+}
+
+func TestRunKeepsLongHandlerAlive(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	var interrupted atomic.Bool
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		select {
+		case <-time.After(2500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			interrupted.Store(true)
+			return ctx.Err()
+		}
+	}), bus.RunOptions{AckWait: time.Second})
+
+	env := iteration("s1", 1)
+	b.publish(t, env)
+	info := b.waitAcked(t, iterConsumer, 1)
+	if n := c.get(env.ID); n != 1 {
+		t.Fatalf("handler called %d times, want 1: the event was redelivered while its handler ran", n)
+	}
+	if info.NumRedelivered != 0 {
+		t.Errorf("NumRedelivered = %d, want 0", info.NumRedelivered)
+	}
+	if interrupted.Load() {
+		t.Error("the handler's context was cancelled")
+	}
+}
+
+func TestRunReplicasShareDurable(t *testing.T) {
+	t.Parallel()
+	a := newBus(t)
+	b := connectBus(t, a.prefix)
+	c := newCalls()
+	var byReplica [2]atomic.Int32
+	handler := func(replica int) bus.Handler {
+		return func(ctx context.Context, env events.Envelope) error {
+			c.add(env.ID)
+			byReplica[replica].Add(1)
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		}
+	}
+	o := bus.RunOptions{AckWait: 2 * time.Second, Concurrency: 2}
+	startRun(t, a, svc, only(handler(0)), o)
+	startRun(t, b, svc, only(handler(1)), o)
+
+	const n = 30
+	for i := 1; i <= n; i++ {
+		a.publish(t, iteration(fmt.Sprintf("s%d", i%3), i))
+	}
+	waitFor(t, "every event to be handled", func() bool { return c.distinct() == n })
+	a.waitAcked(t, iterConsumer, n)
+	if got := c.total(); got != n {
+		t.Errorf("%d handler calls for %d events, want each handled exactly once", got, n)
+	}
+	c.mu.Lock()
+	for id, k := range c.byID {
+		if k != 1 {
+			t.Errorf("event %s handled %d times", id, k)
+		}
+	}
+	c.mu.Unlock()
+	t.Logf("replica 0 handled %d, replica 1 handled %d", byReplica[0].Load(), byReplica[1].Load())
+
+	s := a.stream(t, events.StreamName(a.prefix))
+	var consumers []string
+	lister := s.ConsumerNames(ctxT(t))
+	for name := range lister.Name() {
+		consumers = append(consumers, name)
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(consumers) != 1 || consumers[0] != iterConsumer {
+		t.Errorf("stream consumers = %v, want the one shared durable %s", consumers, iterConsumer)
+	}
+}
+
+func TestRunDrainLetsInflightHandlerFinish(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	started := make(chan struct{})
+	var once sync.Once
+	var finished, cancelled atomic.Bool
+	r := startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		once.Do(func() { close(started) })
+		select {
+		case <-time.After(time.Second):
+			finished.Store(true)
+			return nil
+		case <-ctx.Done():
+			cancelled.Store(true)
+			return ctx.Err()
+		}
+	}), bus.RunOptions{AckWait: 2 * time.Second, DrainTimeout: 15 * time.Second})
+
+	b.publish(t, iteration("s1", 1))
+	waitStarted(t, started)
+	r.stop(t)
+	if cancelled.Load() {
+		t.Fatal("the in-flight handler's context was cancelled within DrainTimeout")
+	}
+	if !finished.Load() {
+		t.Fatal("Run returned before its in-flight handler finished")
+	}
+	b.waitAcked(t, iterConsumer, 1)
+}
+
+func TestRunWithoutDrainLeavesMessageForRedelivery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	started := make(chan struct{})
+	var once sync.Once
+	var cancelled atomic.Bool
+	first := newCalls()
+	r := startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		first.add(env.ID)
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		cancelled.Store(true)
+		return ctx.Err()
+	}), bus.RunOptions{AckWait: time.Second}) // DrainTimeout 0
+
+	env := iteration("s1", 1)
+	b.publish(t, env)
+	waitStarted(t, started)
+	r.stop(t)
+	if !cancelled.Load() {
+		t.Fatal("Run returned without cancelling its in-flight handler")
+	}
+	if info := b.consumerInfo(t, iterConsumer); info.AckFloor.Stream != 0 {
+		t.Fatalf("interrupted message was acked (ack floor %d)", info.AckFloor.Stream)
+	}
+
+	// Another replica of the service picks it up after AckWait.
+	other := connectBus(t, b.prefix)
+	second := newCalls()
+	startRun(t, other, svc, only(func(ctx context.Context, env events.Envelope) error {
+		second.add(env.ID)
+		return nil
+	}), bus.RunOptions{AckWait: time.Second})
+	waitFor(t, "the interrupted event to be redelivered", func() bool { return second.get(env.ID) == 1 })
+	b.waitAcked(t, iterConsumer, 1)
+	if n := first.get(env.ID); n != 1 {
+		t.Errorf("the stopped runner handled the event %d times, want 1", n)
+	}
+	if n := b.dlqMsgs(t); n != 0 {
+		t.Errorf("an interrupted event was dead-lettered (%d messages)", n)
+	}
+}
+
+func TestRunOneConsumerPerType(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	var mu sync.Mutex
+	got := map[events.Type][]events.Type{}
+	record := func(as events.Type) bus.Handler {
+		return func(ctx context.Context, env events.Envelope) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[as] = append(got[as], env.Type)
+			return nil
+		}
+	}
+	startRun(t, b, svc, map[events.Type]bus.Handler{
+		events.IterationCompleted: record(events.IterationCompleted),
+		events.TaskCompleted:      record(events.TaskCompleted),
+	}, bus.RunOptions{AckWait: time.Second})
+
+	b.publish(t,
+		iteration("s1", 1),
+		events.Must(events.TaskCompleted, "s1", "t1", 2, time.Now(), events.TaskCompletedData{TaskID: "t1"}),
+		events.Must(events.SessionCompleted, "s1", "", 3, time.Now(), events.SessionCompletedData{Tasks: 1}),
+	)
+	b.waitAcked(t, iterConsumer, 1)
+	b.waitAcked(t, bus.ConsumerName(svc, events.TaskCompleted), 1)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, typ := range []events.Type{events.IterationCompleted, events.TaskCompleted} {
+		if len(got[typ]) != 1 || got[typ][0] != typ {
+			t.Errorf("%s handler got %v, want exactly one %s", typ, got[typ], typ)
+		}
+	}
+}
+
+func TestRunWithoutStreamFails(t *testing.T) {
+	t.Parallel()
+	b := connectBus(t, meshtest.Prefix(t)) // not bootstrapped
+	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
+	defer cancel()
+	err := b.Run(ctx, svc, only(func(context.Context, events.Envelope) error { return nil }), bus.RunOptions{})
+	if err == nil {
+		t.Fatal("Run without a stream returned nil")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Run blocked until its context ended instead of failing: %v", err)
+	}
+}
+
+func waitStarted(t *testing.T, started <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(waitDeadline):
+		t.Fatal("the handler was not called")
+	}
+}

@@ -32,6 +32,11 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
+			for _, n := range mesh.Services {
+				if _, err := m.Service(n); err != nil {
+					return badInput("%v", err)
+				}
+			}
 			natsEmb, redisEmb := m.Embedded()
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "NATS JetStream: %s%s\n", m.NATSURL, tag(natsEmb))

@@ -37,7 +37,7 @@ func newReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := mesh.Start(cmd.Context(), cfg, log, mesh.Options{Embed: true, RandomPorts: true})
+			m, err := mesh.Start(cmd.Context(), cfg, log, mesh.Options{BusOnly: true})
 			if err != nil {
 				return err
 			}

@@ -44,6 +44,8 @@ type Options struct {
 	RandomPorts bool
 	// Console is where the console service prints.
 	Console io.Writer
+	// BusOnly connects to NATS only (replay needs no Redis).
+	BusOnly bool
 }
 
 // Mesh is a connection to the bus and the store, plus any embedded servers.
@@ -86,7 +88,7 @@ func (m *Mesh) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if m.RedisURL == "" {
+	if m.RedisURL == "" && !m.opts.BusOnly {
 		if !m.opts.Embed {
 			return errors.New("RALPH_REDIS_URL is not set")
 		}
@@ -113,6 +115,9 @@ func (m *Mesh) start(ctx context.Context) error {
 	}
 	if err := m.Bus.Bootstrap(ctx, bus.StreamConfig{MaxAge: cfg.Stream.MaxAge, Replicas: cfg.Stream.Replicas}); err != nil {
 		return err
+	}
+	if m.opts.BusOnly {
+		return nil
 	}
 	if m.rdb, err = store.Connect(ctx, m.RedisURL); err != nil {
 		return err

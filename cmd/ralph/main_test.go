@@ -201,19 +201,7 @@ func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
 	t.Setenv("RALPH_BUILDER_MODEL", demo.BuilderModel)
 	t.Setenv("RALPH_CRITIC_MODEL", demo.CriticModel)
 
-	cfg, err := loadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mesh.Start(context.Background(), cfg, zap.NewNop(), mesh.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
-	defer func() { cancel(); <-done }()
+	startServices(t)
 
 	dir := t.TempDir()
 	prdPath := writeFile(t, dir, "prd.yaml", string(demo.PRDYAML()))
@@ -257,19 +245,7 @@ rules:
 	t.Setenv("RALPH_LLM_BASE_URL", url)
 	t.Setenv("RALPH_BUILDER_MODEL", "b")
 	t.Setenv("RALPH_BUILDER_MAX_TURNS_PER_TASK", "2")
-	cfg, err := loadConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mesh.Start(context.Background(), cfg, zap.NewNop(), mesh.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
-	defer func() { cancel(); <-done }()
+	startServices(t)
 	prdPath := writeFile(t, t.TempDir(), "p.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y]}\n")
 	out, code, err := ralph(t, "run", prdPath, "--workspace", t.TempDir())
 	if code != 1 || !strings.Contains(err.Error(), "used all 2 turns") {
@@ -293,6 +269,24 @@ func TestConfigAndServiceArgs(t *testing.T) {
 	if _, code, err := ralph(t, "config"); code != 2 || !strings.Contains(err.Error(), "ACK_WAIT") {
 		t.Fatalf("bad env: exit %d, err %v", code, err)
 	}
+}
+
+// startServices runs the loop's services on the mesh the environment names,
+// as a separate deployment would, until the test ends.
+func startServices(t *testing.T) {
+	t.Helper()
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mesh.Start(context.Background(), cfg, zap.NewNop(), mesh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
+	t.Cleanup(func() { cancel(); <-done; m.Close() })
 }
 
 func mustScript(t *testing.T, yaml string) scriptllm.Script {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os/signal"
 	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/mesh"
 )
@@ -41,6 +43,11 @@ func newUpCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "NATS JetStream: %s%s\n", m.NATSURL, tag(natsEmb))
 			fmt.Fprintf(out, "Redis:          %s%s\n", m.RedisURL, tag(redisEmb))
+			if url, err := serveMetrics(ctx, m); err != nil {
+				return err
+			} else if url != "" {
+				fmt.Fprintf(out, "metrics:        %s\n", url)
+			}
 			fmt.Fprintf(out, "services:       %v (Ctrl-C to stop)\n", mesh.Services)
 			fmt.Fprintf(out, "start a session from another shell: RALPH_NATS_URL=%s ralph run PRD --workspace DIR\n", m.NATSURL)
 			return m.RunServices(ctx, mesh.Services...)
@@ -84,8 +91,24 @@ func newServiceCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
-			log.Info("service running")
+			url, err := serveMetrics(ctx, m)
+			if err != nil {
+				return err
+			}
+			log.Info("service running", zap.String("service", name), zap.String("metrics", url))
 			return m.RunServices(ctx, name)
 		},
 	}
+}
+
+// serveMetrics serves /metrics on RALPH_METRICS_ADDR unless it is empty.
+func serveMetrics(ctx context.Context, m *mesh.Mesh) (string, error) {
+	if m.Config.MetricsAddr == "" {
+		return "", nil
+	}
+	url, err := m.Metrics.Serve(ctx, m.Config.MetricsAddr, m.Log)
+	if err != nil {
+		return "", fmt.Errorf("RALPH_METRICS_ADDR: %w", err)
+	}
+	return url, nil
 }

@@ -2,12 +2,16 @@ package mesh_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/demo"
 	"github.com/ralphmesh/ralph/pkg/events"
@@ -92,6 +96,29 @@ func TestTwoTaskSessionWithOneRejection(t *testing.T) {
 	}
 	if usage["builder:calls"] != 10 || usage["critic:calls"] != 3 {
 		t.Fatalf("usage by role: %v", usage)
+	}
+	// The same mesh exports what it did as Prometheus metrics.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, err := m.Metrics.Serve(ctx, "127.0.0.1:0", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`ralph_events_handled_total{outcome="ack",service="builder",type="iteration.requested"} 10`,
+		`ralph_events_handled_total{outcome="ack",service="critic",type="critique.requested"} 3`,
+		`ralph_llm_calls_total{role="critic"} 3`,
+		`ralph_tool_calls_total{outcome="ok",tool="write_file"} 2`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 

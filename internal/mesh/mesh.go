@@ -22,6 +22,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/metrics"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/tokens"
 	"github.com/ralphmesh/ralph/pkg/tools"
@@ -54,6 +55,7 @@ type Mesh struct {
 	Log      *zap.Logger
 	Bus      *bus.Bus
 	Store    *store.Store
+	Metrics  *metrics.Metrics
 	NATSURL  string
 	RedisURL string
 
@@ -70,7 +72,7 @@ type Mesh struct {
 // Start connects to NATS and Redis (embedding them when allowed and not
 // configured) and bootstraps the streams.
 func Start(ctx context.Context, cfg config.Config, log *zap.Logger, o Options) (*Mesh, error) {
-	m := &Mesh{Config: cfg, Log: log, opts: o, NATSURL: cfg.NATS.URL, RedisURL: cfg.Redis.URL}
+	m := &Mesh{Config: cfg, Log: log, opts: o, NATSURL: cfg.NATS.URL, RedisURL: cfg.Redis.URL, Metrics: metrics.New()}
 	if err := m.start(ctx); err != nil {
 		m.Close()
 		return nil, err
@@ -186,7 +188,7 @@ type Runner interface {
 
 func (m *Mesh) runOptions() bus.RunOptions {
 	s := m.Config.Stream
-	return bus.RunOptions{AckWait: s.AckWait, MaxDeliver: s.MaxDeliver, Concurrency: s.Concurrency, DrainTimeout: s.DrainTimeout}
+	return bus.RunOptions{AckWait: s.AckWait, MaxDeliver: s.MaxDeliver, Concurrency: s.Concurrency, DrainTimeout: s.DrainTimeout, Observer: m.Metrics}
 }
 
 func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
@@ -196,7 +198,7 @@ func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
 			role, map[llm.Role]string{llm.RoleBuilder: "BUILDER", llm.RoleCritic: "CRITIC"}[role])
 	}
 	return llm.New(role, llm.Endpoint{BaseURL: base, APIKey: key, Model: model,
-		Timeout: m.Config.LLM.Timeout, MaxRetries: m.Config.LLM.MaxRetries}, usageRecorder{m.Store}, m.Log)
+		Timeout: m.Config.LLM.Timeout, MaxRetries: m.Config.LLM.MaxRetries}, usageRecorder{m.Store, m.Metrics}, m.Log)
 }
 
 // Tokens is the shared token counter (loading it takes a moment, so it is
@@ -220,7 +222,7 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		return builder.New(builder.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
+		return builder.New(builder.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log, Metrics: m.Metrics,
 			Config: builder.Config{
 				Limits:            events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens},
 				Tools:             tools.Options{ShellTimeout: cfg.Builder.ShellTimeout, OutputCap: cfg.Builder.OutputCap},
@@ -234,7 +236,7 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		return critic.New(critic.Deps{Bus: m.Bus, Model: model, Log: log,
 			Config: critic.Config{VerifyTimeout: cfg.Critic.VerifyTimeout, Run: m.runOptions()}}), nil
 	case stuckdetector.Name:
-		return stuckdetector.New(stuckdetector.Deps{Bus: m.Bus, Store: m.Store, Log: log, Run: m.runOptions(),
+		return stuckdetector.New(stuckdetector.Deps{Bus: m.Bus, Store: m.Store, Log: log, Run: m.runOptions(), Metrics: m.Metrics,
 			Config: stuckdetector.Config{Window: cfg.Stuck.Window, RepeatThreshold: cfg.Stuck.RepeatThreshold, SimilarityThreshold: cfg.Stuck.SimilarityThreshold}}), nil
 	case console.Name:
 		out := m.opts.Console
@@ -279,9 +281,14 @@ func (m *Mesh) RunServices(ctx context.Context, names ...string) error {
 	return first
 }
 
-// usageRecorder adapts the store to llm.UsageRecorder.
-type usageRecorder struct{ s *store.Store }
+// usageRecorder keeps LLM usage per session in Redis and per process in
+// the metrics.
+type usageRecorder struct {
+	s *store.Store
+	m *metrics.Metrics
+}
 
 func (u usageRecorder) RecordUsage(ctx context.Context, session string, role llm.Role, in, out int) error {
+	u.m.LLMCall(string(role), in, out)
 	return u.s.RecordUsage(ctx, session, string(role), in, out)
 }

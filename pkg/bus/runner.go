@@ -35,6 +35,14 @@ type RunOptions struct {
 	// before their contexts are cancelled (and their messages left unacked
 	// for redelivery).
 	DrainTimeout time.Duration
+	// Observer, when set, is told the outcome of every event.
+	Observer Observer
+}
+
+// Observer sees how each event was handled: outcome is ack, retry,
+// dead_letter or interrupted.
+type Observer interface {
+	Handled(service, typ, outcome string, d time.Duration)
 }
 
 func (o *RunOptions) defaults() {
@@ -72,6 +80,30 @@ func (b *Bus) Run(ctx context.Context, service string, handlers map[events.Type]
 	defer cancelHandlers()
 	var inflight sync.WaitGroup
 	sem := make(chan struct{}, o.Concurrency*len(handlers))
+	// stopping is set (under mu) once Run starts waiting for in-flight
+	// handlers. ConsumeContext.Stop is asynchronous: the consume callback
+	// can still be called with buffered messages afterwards, and it must
+	// neither start a handler once shutdown began nor call inflight.Add
+	// concurrently with inflight.Wait.
+	var (
+		mu       sync.Mutex
+		stopping bool
+	)
+	start := func() bool {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stopping || ctx.Err() != nil {
+			<-sem
+			return false
+		}
+		inflight.Add(1)
+		return true
+	}
 	var consumes []jetstream.ConsumeContext
 	stream := events.StreamName(b.prefix)
 	for typ, h := range handlers {
@@ -93,8 +125,12 @@ func (b *Bus) Run(ctx context.Context, service string, handlers map[events.Type]
 		w := &worker{bus: b, service: service, consumer: name, h: h, o: o,
 			log: b.log.With(zap.String("service", service), zap.String("consumer", name))}
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			sem <- struct{}{}
-			inflight.Add(1)
+			if !start() {
+				// Fetched but not started before shutdown: hand it back
+				// at once for another replica.
+				_ = msg.Nak()
+				return
+			}
 			go func() {
 				defer func() { <-sem; inflight.Done() }()
 				w.handle(hctx, msg)
@@ -116,6 +152,9 @@ func (b *Bus) Run(ctx context.Context, service string, handlers map[events.Type]
 	for _, c := range consumes {
 		c.Stop()
 	}
+	mu.Lock()
+	stopping = true
+	mu.Unlock()
 	done := make(chan struct{})
 	go func() { inflight.Wait(); close(done) }()
 	select {
@@ -146,6 +185,9 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	env, err := events.Decode(msg.Data())
 	if err != nil {
 		w.deadLetter(ctx, msg, meta, err)
+		if w.o.Observer != nil {
+			w.o.Observer.Handled(w.service, "invalid", "dead_letter", 0)
+		}
 		return
 	}
 	log := w.log.With(zap.String("session", env.Session), zap.String("task", env.Task),
@@ -166,8 +208,15 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
+	began := time.Now()
 	err = w.runSafely(ctx, env)
 	close(stop)
+	outcome := "ack"
+	defer func() {
+		if w.o.Observer != nil {
+			w.o.Observer.Handled(w.service, string(env.Type), outcome, time.Since(began))
+		}
+	}()
 
 	switch {
 	case err == nil:
@@ -177,14 +226,18 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case ctx.Err() != nil:
 		// The replica is stopping: leave the message unacked so another
 		// replica redelivers it after AckWait.
+		outcome = "interrupted"
 		log.Info("handler interrupted by shutdown", zap.Error(err))
 	case IsPermanent(err):
+		outcome = "dead_letter"
 		log.Error("permanent failure", zap.Error(err))
 		w.deadLetter(ctx, msg, meta, err)
 	case int(meta.NumDelivered) >= w.o.MaxDeliver:
+		outcome = "dead_letter"
 		log.Error("giving up after max deliveries", zap.Error(err))
 		w.deadLetter(ctx, msg, meta, fmt.Errorf("failed %d times, last: %w", meta.NumDelivered, err))
 	default:
+		outcome = "retry"
 		delay := w.backoff(meta.NumDelivered)
 		log.Warn("retrying", zap.Duration("delay", delay), zap.Error(err))
 		_ = msg.NakWithDelay(delay)

@@ -24,6 +24,8 @@ const EnvPrefix = "RALPH"
 type Config struct {
 	Prefix   string `split_words:"true" default:"ralph" desc:"subject prefix, stream name and Redis key namespace"`
 	LogLevel string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
+	// MetricsAddr is where `ralph up` and `ralph service` serve /metrics.
+	MetricsAddr string `split_words:"true" default:"127.0.0.1:9464" desc:"address of the Prometheus /metrics endpoint (up, service); empty disables it; ':9464' in a container"`
 
 	NATS       NATS       `split_words:"true"`
 	Stream     Stream     `split_words:"true"`

@@ -15,6 +15,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/metrics"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
@@ -67,6 +68,8 @@ type Deps struct {
 	Clock  func() time.Time
 	Log    *zap.Logger
 	Config Config
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
 }
 
 // Service runs the loop for every session it is handed.
@@ -333,6 +336,7 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 			return events.IterationRecord{}, err
 		}
 		log.Info("tool call", zap.String("tool", call.Name), zap.Int("exit_code", res.ExitCode), zap.Bool("error", res.Error != ""))
+		s.d.Metrics.ToolCall(call.Name, res.Error != "" || res.ExitCode != 0)
 		content, artifact, err := s.toolContent(ctx, env.Session, call, res)
 		if err != nil {
 			return events.IterationRecord{}, err

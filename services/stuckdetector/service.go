@@ -8,6 +8,7 @@ import (
 
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/metrics"
 )
 
 // Name is the service name.
@@ -35,6 +36,8 @@ type Deps struct {
 	Config   Config
 	Patterns []Pattern
 	Run      bus.RunOptions
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
 }
 
 // Service analyzes every iteration.
@@ -73,6 +76,7 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 	out := events.IterationAnalyzedData{Iteration: rec.Iteration, ClaimedDone: rec.ClaimedDone}
 	if sig := Analyze(window, s.d.Config, s.d.Patterns); sig != nil {
 		out.Signal = sig
+		s.d.Metrics.Signal(sig.Pattern, string(sig.Action))
 		s.d.Log.Info("stuck signal", zap.String("session", env.Session), zap.String("task", task), zap.Int("step", env.Step),
 			zap.String("event", env.ID), zap.Int("iteration", rec.Iteration), zap.String("pattern", sig.Pattern),
 			zap.Float64("confidence", sig.Confidence), zap.String("action", string(sig.Action)))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"time"
 )
@@ -58,6 +59,9 @@ func New(typ Type, session, task string, step int, at time.Time, payload any) (E
 	if err := ValidSession(session); err != nil {
 		return Envelope{}, err
 	}
+	if rv := reflect.ValueOf(payload); !rv.IsValid() || (rv.Kind() == reflect.Pointer && rv.IsNil()) {
+		return Envelope{}, fmt.Errorf("%w: %s payload: required", ErrInvalid, typ)
+	}
 	if v, ok := payload.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
 			return Envelope{}, fmt.Errorf("%w: %s payload: %v", ErrInvalid, typ, err)
@@ -67,10 +71,21 @@ func New(typ Type, session, task string, step int, at time.Time, payload any) (E
 	if err != nil {
 		return Envelope{}, fmt.Errorf("encode %s payload: %w", typ, err)
 	}
-	return Envelope{
+	// Marshal relies on the time being encodable (RFC 3339 needs a
+	// four-digit year).
+	if _, err := at.UTC().MarshalJSON(); err != nil {
+		return Envelope{}, fmt.Errorf("%w: time: %v", ErrInvalid, err)
+	}
+	env := Envelope{
 		ID: MsgID(session, step, typ, task), Type: typ, Schema: SchemaVersion,
 		Session: session, Task: task, Step: step, Time: at.UTC(), Data: data,
-	}, nil
+	}
+	// What New builds, Decode accepts: a negative step or a payload that
+	// encodes to null is refused here rather than dead-lettered later.
+	if err := env.Validate(); err != nil {
+		return Envelope{}, err
+	}
+	return env, nil
 }
 
 // Must is New for payloads built by the code itself, where a failure is a
@@ -106,7 +121,7 @@ func (e Envelope) Validate() error {
 		return fmt.Errorf("%w: field schema: version %d not supported (want %d)", ErrInvalid, e.Schema, SchemaVersion)
 	case e.Step < 0:
 		return fmt.Errorf("%w: field step: negative", ErrInvalid)
-	case len(e.Data) == 0:
+	case len(e.Data) == 0 || string(e.Data) == "null":
 		return fmt.Errorf("%w: field data: required", ErrInvalid)
 	}
 	return ValidSession(e.Session)

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -63,19 +65,120 @@ func Parse(data []byte, ext string) (PRD, error) {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
+			if located := locateJSON(data); located != nil {
+				return PRD{}, located
+			}
 			return PRD{}, fmt.Errorf("%w: bad JSON: %v", ErrInvalid, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return PRD{}, fmt.Errorf("%w: bad JSON: data after the document", ErrInvalid)
 		}
 	} else {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&p); err != nil {
+			if located := locateYAML(data); located != nil {
+				return PRD{}, located
+			}
 			return PRD{}, fmt.Errorf("%w: bad YAML: %v", ErrInvalid, err)
+		}
+		for {
+			var more any
+			err := dec.Decode(&more)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || more != nil {
+				return PRD{}, fmt.Errorf("%w: bad YAML: more than one document", ErrInvalid)
+			}
 		}
 	}
 	if err := p.Validate(); err != nil {
 		return PRD{}, err
 	}
 	return p, nil
+}
+
+func taskLabel(i int, id string) string {
+	if id != "" {
+		return fmt.Sprintf("task %q", id)
+	}
+	return fmt.Sprintf("task %d", i+1)
+}
+
+// locateJSON finds the task a strict decoding error of data comes from, so
+// that the error names the task as well as the field; nil when the error is
+// not inside a task.
+func locateJSON(data []byte) error {
+	var loose struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if json.Unmarshal(data, &loose) != nil {
+		return nil
+	}
+	for i, raw := range loose.Tasks {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var t Task
+		if err := dec.Decode(&t); err != nil {
+			var id struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(raw, &id)
+			return fmt.Errorf("%w: %s: bad JSON: %v", ErrInvalid, taskLabel(i, id.ID), err)
+		}
+	}
+	return nil
+}
+
+// yamlTaskFields are the keys a task may have in YAML.
+var yamlTaskFields = func() map[string]bool {
+	m := map[string]bool{}
+	rt := reflect.TypeOf(Task{})
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("yaml"), ",")
+		m[name] = true
+	}
+	return m
+}()
+
+// locateYAML is locateJSON for YAML: it decodes each field of each task on
+// its own so that the error names the task, the field and the line.
+func locateYAML(data []byte) error {
+	var loose struct {
+		Tasks []yaml.Node `yaml:"tasks"`
+	}
+	if yaml.Unmarshal(data, &loose) != nil {
+		return nil
+	}
+	for i := range loose.Tasks {
+		n := &loose.Tasks[i]
+		if n.Kind != yaml.MappingNode {
+			continue
+		}
+		id := ""
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == "id" && n.Content[j+1].Kind == yaml.ScalarNode {
+				id = n.Content[j+1].Value
+			}
+		}
+		where := taskLabel(i, id)
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			k, v := n.Content[j], n.Content[j+1]
+			if k.Tag == "!!merge" {
+				continue
+			}
+			if !yamlTaskFields[k.Value] {
+				return fmt.Errorf("%w: %s: field %s: unknown field (line %d)", ErrInvalid, where, k.Value, k.Line)
+			}
+			one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{k, v}}
+			var t Task
+			if err := one.Decode(&t); err != nil {
+				return fmt.Errorf("%w: %s: field %s: %v", ErrInvalid, where, k.Value, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Validate checks ids, required fields, dependencies and cycles.
@@ -149,7 +252,13 @@ func (p PRD) findCycle(index map[string]int) string {
 			j := index[d]
 			switch color[j] {
 			case grey:
-				return strings.Join(append(path, d), " -> ")
+				// The cycle starts where d is on the path; the tasks
+				// before it only lead into the cycle.
+				start := len(path) - 1
+				for path[start] != d {
+					start--
+				}
+				return strings.Join(append(path[start:], d), " -> ")
 			case white:
 				if c := visit(j); c != "" {
 					return c

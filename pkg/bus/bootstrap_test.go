@@ -48,21 +48,14 @@ func TestBootstrapIsIdempotent(t *testing.T) {
 	b.publish(t, iteration("s1", 1))
 
 	// A second replica starting up bootstraps again: no error, no data lost.
-	if err := b.Bootstrap(ctxT(t), bus.StreamConfig{}); err != nil {
-		t.Fatalf("second Bootstrap: %v", err)
-	}
-	other := connectBus(t, b.prefix)
-	if err := other.Bootstrap(ctxT(t), bus.StreamConfig{}); err != nil {
-		t.Fatalf("Bootstrap from another connection: %v", err)
-	}
+	bootstrap(t, b, bus.StreamConfig{})
+	bootstrap(t, connectBus(t, b.prefix), bus.StreamConfig{})
 	if n := b.sessionMsgs(t); n != 1 {
 		t.Fatalf("session stream holds %d messages after re-bootstrap, want 1", n)
 	}
 
 	// Bootstrap also updates an existing stream to the new configuration.
-	if err := b.Bootstrap(ctxT(t), bus.StreamConfig{MaxAge: time.Hour, DuplicateWindow: time.Minute}); err != nil {
-		t.Fatalf("Bootstrap with a new MaxAge: %v", err)
-	}
+	bootstrap(t, b, bus.StreamConfig{MaxAge: time.Hour, DuplicateWindow: time.Minute})
 	for _, name := range []string{events.StreamName(b.prefix), events.DeadLetterStream(b.prefix)} {
 		info := b.streamInfo(t, name)
 		if info.Config.MaxAge != time.Hour || info.Config.Duplicates != time.Minute {

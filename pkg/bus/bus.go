@@ -148,11 +148,34 @@ func (b *Bus) Bootstrap(ctx context.Context, c StreamConfig) error {
 		},
 	}
 	for _, sc := range streams {
-		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := b.createStream(ctx, sc); err != nil {
 			return fmt.Errorf("bootstrap stream %s: %w", sc.Name, err)
 		}
 	}
 	return nil
+}
+
+// createStream retries briefly: a server that is still starting JetStream,
+// electing a stream leader, or (nats-server 2.9) removing the store
+// directory of the last deleted stream refuses a create for a moment.
+func (b *Bus) createStream(ctx context.Context, sc jetstream.StreamConfig) error {
+	var err error
+	for attempt := 0; attempt < 6; attempt++ {
+		if _, err = b.js.CreateOrUpdateStream(ctx, sc); err == nil {
+			return nil
+		}
+		// A 4xx answer (bad config, name in use) will not change.
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code < 500 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // Publish sends env to its subject with env.ID as Nats-Msg-Id, so a

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -33,10 +34,31 @@ func newBus(t *testing.T) *testBus {
 	t.Helper()
 	prefix := meshtest.Prefix(t)
 	b := connectBus(t, prefix)
-	if err := b.Bootstrap(ctxT(t), bus.StreamConfig{}); err != nil {
+	bootstrap(t, b, bus.StreamConfig{})
+	return b
+}
+
+// bootstrap runs b.Bootstrap, retrying a known nats-server 2.9 race: when
+// the last stream of the account is deleted (another test's cleanup), the
+// server removes the account's streams directory in the background, and a
+// stream created at that moment fails with "error creating store for
+// stream" (mkdir: no such file or directory). Newer servers create the
+// directory with MkdirAll.
+func bootstrap(t *testing.T, b *testBus, c bus.StreamConfig) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := b.Bootstrap(ctxT(t), c)
+		if err == nil {
+			return
+		}
+		var apiErr *jetstream.APIError
+		if attempt < 10 && errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.ErrorCode(10049) {
+			t.Logf("Bootstrap attempt %d hit the server's store directory race: %v", attempt, err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		t.Fatalf("Bootstrap: %v", err)
 	}
-	return b
 }
 
 // connectBus opens a second connection on an existing prefix, as another

@@ -223,6 +223,12 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		if aerr := msg.DoubleAck(context.WithoutCancel(ctx)); aerr != nil {
 			log.Warn("ack failed; the event will be redelivered", zap.Error(aerr))
 		}
+	case ctx.Err() != nil && int(meta.NumDelivered) >= w.o.MaxDeliver:
+		// JetStream will not deliver it again: keep it in the dead-letter
+		// stream rather than lose it.
+		outcome = "dead_letter"
+		log.Warn("handler interrupted by shutdown on its last delivery", zap.Error(err))
+		w.deadLetter(ctx, msg, meta, fmt.Errorf("interrupted by shutdown on delivery %d of %d: %w", meta.NumDelivered, w.o.MaxDeliver, err))
 	case ctx.Err() != nil:
 		// The replica is stopping: leave the message unacked so another
 		// replica redelivers it after AckWait.

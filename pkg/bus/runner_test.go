@@ -383,18 +383,35 @@ func TestRunDrainLetsInflightHandlerFinish(t *testing.T) {
 
 func TestRunWithoutDrainLeavesMessageForRedelivery(t *testing.T) {
 	t.Parallel()
+	for name, interrupted := range map[string]func(ctx context.Context) error{
+		"handler returns ctx error": func(ctx context.Context) error { return ctx.Err() },
+		// Shutdown takes precedence: a handler that reports its cancelled
+		// work as permanent must not get the event dead-lettered.
+		"handler returns permanent error": func(ctx context.Context) error {
+			return bus.Permanent(fmt.Errorf("command killed: %w", ctx.Err()))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testRunWithoutDrain(t, interrupted)
+		})
+	}
+}
+
+func testRunWithoutDrain(t *testing.T, interrupted func(ctx context.Context) error) {
 	b := newBus(t)
 	started := make(chan struct{})
 	var once sync.Once
 	var cancelled atomic.Bool
 	first := newCalls()
+	obs := &observer{}
 	r := startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
 		first.add(env.ID)
 		once.Do(func() { close(started) })
 		<-ctx.Done()
 		cancelled.Store(true)
-		return ctx.Err()
-	}), bus.RunOptions{AckWait: time.Second}) // DrainTimeout 0
+		return interrupted(ctx)
+	}), bus.RunOptions{AckWait: time.Second, Observer: obs}) // DrainTimeout 0
 
 	env := iteration("s1", 1)
 	b.publish(t, env)
@@ -402,6 +419,9 @@ func TestRunWithoutDrainLeavesMessageForRedelivery(t *testing.T) {
 	r.stop(t)
 	if !cancelled.Load() {
 		t.Fatal("Run returned without cancelling its in-flight handler")
+	}
+	if got, _ := obs.snapshot(); len(got) != 1 || got[svc+" "+string(events.IterationCompleted)+" interrupted"] != 1 {
+		t.Errorf("observer saw %v, want one interrupted event", got)
 	}
 	if info := b.consumerInfo(t, iterConsumer); info.AckFloor.Stream != 0 {
 		t.Fatalf("interrupted message was acked (ack floor %d)", info.AckFloor.Stream)
@@ -421,6 +441,70 @@ func TestRunWithoutDrainLeavesMessageForRedelivery(t *testing.T) {
 	}
 	if n := b.dlqMsgs(t); n != 0 {
 		t.Errorf("an interrupted event was dead-lettered (%d messages)", n)
+	}
+}
+
+// An event fetched by a runner but not started when its context ends (all
+// handler slots busy) is not started during the drain nor after Run
+// returns; another replica gets it.
+func TestRunStartsNoHandlerAfterShutdown(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	started := make(chan struct{})
+	var once sync.Once
+	var stopping, lateStarts, running atomic.Int32
+	first := newCalls()
+	r := startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		running.Add(1)
+		defer running.Add(-1)
+		first.add(env.ID)
+		if stopping.Load() == 1 {
+			lateStarts.Add(1)
+		}
+		once.Do(func() { close(started) })
+		select {
+		case <-time.After(500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}), bus.RunOptions{AckWait: 2 * time.Second, Concurrency: 1, DrainTimeout: 10 * time.Second})
+
+	e1, e2 := iteration("s1", 1), iteration("s1", 2)
+	b.publish(t, e1)
+	waitStarted(t, started)
+	b.publish(t, e2)
+	// The runner fetches e2 while its only slot is busy with e1.
+	waitFor(t, "both events to be delivered", func() bool {
+		info, err := b.tryConsumerInfo(t, iterConsumer)
+		return err == nil && info.NumAckPending == 2
+	})
+	stopping.Store(1)
+	r.stop(t)
+	if n := running.Load(); n != 0 {
+		t.Fatalf("%d handlers still running after Run returned", n)
+	}
+	if n := lateStarts.Load(); n != 0 {
+		t.Fatalf("%d handlers started after Run's context ended", n)
+	}
+	if n := first.get(e1.ID); n != 1 {
+		t.Fatalf("in-flight event handled %d times, want 1", n)
+	}
+
+	other := connectBus(t, b.prefix)
+	second := newCalls()
+	startRun(t, other, svc, only(func(ctx context.Context, env events.Envelope) error {
+		second.add(env.ID)
+		return nil
+	}), bus.RunOptions{AckWait: 2 * time.Second})
+	waitFor(t, "the unstarted event to reach the other replica", func() bool { return second.get(e2.ID) == 1 })
+	b.waitAcked(t, iterConsumer, 2)
+	if n := second.get(e1.ID); n != 0 {
+		t.Errorf("the drained event %s was handled again by the other replica", e1.ID)
+	}
+	time.Sleep(200 * time.Millisecond) // a late handler of the stopped runner would show up here
+	if n := lateStarts.Load(); n != 0 {
+		t.Fatalf("%d handlers started after Run returned", n)
 	}
 }
 
@@ -478,5 +562,108 @@ func waitStarted(t *testing.T, started <-chan struct{}) {
 	case <-started:
 	case <-time.After(waitDeadline):
 		t.Fatal("the handler was not called")
+	}
+}
+
+// observer records RunOptions.Observer calls.
+type observer struct {
+	mu   sync.Mutex
+	seen map[string]int // "service type outcome" -> count
+	neg  int            // calls with a negative duration
+}
+
+func (o *observer) Handled(service, typ, outcome string, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil {
+		o.seen = map[string]int{}
+	}
+	o.seen[service+" "+typ+" "+outcome]++
+	if d < 0 {
+		o.neg++
+	}
+}
+
+func (o *observer) snapshot() (map[string]int, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range o.seen {
+		out[k] = v
+	}
+	return out, o.neg
+}
+
+func TestRunObserverSeesOutcomes(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	obs := &observer{}
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		n := c.add(env.ID)
+		switch env.Step {
+		case 2:
+			if n == 1 {
+				return errors.New("transient")
+			}
+		case 3:
+			return bus.Permanent(errors.New("hopeless"))
+		}
+		return nil
+	}), bus.RunOptions{AckWait: time.Second, BackoffBase: 50 * time.Millisecond, Observer: obs})
+
+	b.publish(t, iteration("s1", 1), iteration("s1", 2), iteration("s1", 3))
+	if err := b.nc.Publish(events.Subject(b.prefix, "s1", events.IterationCompleted), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	typ := string(events.IterationCompleted)
+	want := map[string]int{
+		svc + " " + typ + " ack":         2, // step 1, step 2 on its second delivery
+		svc + " " + typ + " retry":       1, // step 2's first delivery
+		svc + " " + typ + " dead_letter": 1, // step 3
+		svc + " invalid dead_letter":     1, // the undecodable message
+	}
+	waitFor(t, "the observer to see every outcome", func() bool {
+		got, _ := obs.snapshot()
+		for k, n := range want {
+			if got[k] < n {
+				return false
+			}
+		}
+		return true
+	})
+	b.waitAcked(t, iterConsumer, 4)
+	got, neg := obs.snapshot()
+	if len(got) != len(want) {
+		t.Errorf("observer saw %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("observer saw %q %d times, want %d", k, got[k], n)
+		}
+	}
+	if neg != 0 {
+		t.Errorf("observer got %d negative durations", neg)
+	}
+}
+
+// A handler interrupted by shutdown on the last delivery JetStream allows
+// would never be delivered again: it is dead-lettered instead of lost.
+func TestRunDeadLettersInterruptionOnLastDelivery(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	started := make(chan struct{})
+	var once sync.Once
+	r := startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return ctx.Err()
+	}), bus.RunOptions{AckWait: time.Second, MaxDeliver: 1}) // DrainTimeout 0
+	b.publish(t, iteration("s1", 1))
+	waitStarted(t, started)
+	r.stop(t)
+	dl := b.deadLetter(t, iterConsumer)
+	if reason := dl.Header.Get("Ralph-Reason"); !strings.Contains(reason, "interrupted by shutdown on delivery 1 of 1") {
+		t.Fatalf("dead-letter reason %q", reason)
 	}
 }

@@ -56,12 +56,14 @@ ensure_redis() {
   say "Redis: started redis-server on 127.0.0.1:$port"
 }
 
-# start_nats starts a nats-server process with JetStream and prints its URL.
+# start_nats starts a nats-server process with JetStream and sets nats_url.
+# (Not run in a command substitution: the process must be this shell's child
+# so the exit trap stops it.)
 start_nats() {
   local bin=/usr/sbin/nats-server
   if [ ! -x "$bin" ]; then
     bin="$work/nats-server"
-    say "NATS: building nats-server from the Go module" >&2
+    say "NATS: building nats-server from the Go module"
     go build -o "$bin" github.com/nats-io/nats-server/v2
   fi
   local port
@@ -70,8 +72,8 @@ start_nats() {
   pids+=($!)
   for _ in $(seq 50); do port_open "$port" && break; sleep 0.1; done
   port_open "$port" || { cat "$work/nats.log" >&2; echo "nats-server did not start" >&2; exit 1; }
-  say "NATS: started $("$bin" --version 2>&1 | head -n1) on 127.0.0.1:$port" >&2
-  echo "nats://127.0.0.1:$port"
+  say "NATS: started $("$bin" --version 2>&1 | head -n1) on 127.0.0.1:$port"
+  nats_url="nats://127.0.0.1:$port"
 }
 
 ensure_redis
@@ -81,9 +83,9 @@ nats_pkgs=(./pkg/bus/ ./internal/mesh/ ./cmd/ralph/)
 if [ "$mode" = bench ]; then
   say "benchmarks, embedded nats-server"
   go test -run '^$' -bench . -benchtime 300x ./internal/mesh/
-  url=$(start_nats)
-  say "benchmarks, separate nats-server at $url"
-  RALPH_TEST_NATS_URL=$url go test -run '^$' -bench . -benchtime 300x ./internal/mesh/
+  start_nats
+  say "benchmarks, separate nats-server at $nats_url"
+  RALPH_TEST_NATS_URL=$nats_url go test -run '^$' -bench . -benchtime 300x ./internal/mesh/
   exit 0
 fi
 
@@ -94,9 +96,9 @@ say "go vet"
 go vet ./...
 say "go test, embedded nats-server (race detector on)"
 go test -race -count=1 ./...
-url=$(start_nats)
-say "go test, separate nats-server process at $url"
-RALPH_TEST_NATS_URL=$url go test -count=1 "${nats_pkgs[@]}"
+start_nats
+say "go test, separate nats-server process at $nats_url"
+RALPH_TEST_NATS_URL=$nats_url go test -count=1 "${nats_pkgs[@]}"
 say "ralph demo (the README's main command)"
 go run ./cmd/ralph demo >"$work/demo.out" 2>&1 || { cat "$work/demo.out"; exit 1; }
 grep -q "session completed" "$work/demo.out" || { cat "$work/demo.out"; echo "demo did not complete" >&2; exit 1; }

@@ -339,3 +339,41 @@ func waitFile(t *testing.T, path string) {
 }
 
 type unitT = units.Unit
+
+// A rate limit is waited out (Retry-After) inside the step; an endpoint that
+// stays down fails the session with the reason once the step has used every
+// delivery, instead of leaving it waiting.
+func TestModelOutages(t *testing.T) {
+	t.Run("429 then success", func(t *testing.T) {
+		h := newHarness(t, parseScript(t, `
+rules:
+  - {name: limited, model: builder, times: 1, error: {status: 429, message: slow down, retry_after: 1}}
+  - {model: builder, reply: {content: "Nothing to do; done."}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`))
+		m := h.mesh()
+		h.run(m, "builder", "critic", "stuckdetector")
+		h.start(m, "e2e-429", parsePRD(t, "tasks:\n  - {id: R1, title: r, acceptance_criteria: [x]}\n"), workspace(t, nil))
+		got := h.wait(m, "e2e-429")
+		if last := got[len(got)-1]; last.Type != events.SessionCompleted || h.llm.Hits("limited") != 1 {
+			t.Fatalf("ended with %s, rate-limited %d times", last.Type, h.llm.Hits("limited"))
+		}
+	})
+	t.Run("endpoint down", func(t *testing.T) {
+		h := newHarness(t, parseScript(t, `
+rules:
+  - {model: builder, error: {status: 503, message: upstream overloaded}}
+`))
+		h.cfg.LLM.MaxRetries = -1
+		h.cfg.Stream.MaxDeliver = 2
+		m := h.mesh()
+		h.run(m, "builder", "critic", "stuckdetector")
+		h.start(m, "e2e-down", parsePRD(t, "tasks:\n  - {id: D1, title: d, acceptance_criteria: [x]}\n"), workspace(t, nil))
+		got := h.wait(m, "e2e-down")
+		last := got[len(got)-1]
+		var d events.SessionFailedData
+		if last.Type != events.SessionFailed || last.Decode(&d) != nil || !strings.Contains(d.Reason, "503") || !strings.Contains(d.Reason, "last delivery") {
+			t.Fatalf("ended with %s %s", last.Type, last.Data)
+		}
+	})
+}

@@ -209,7 +209,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 	began := time.Now()
-	err = w.runSafely(ctx, env)
+	err = w.runSafely(withDelivery(ctx, int(meta.NumDelivered), w.o.MaxDeliver), env)
 	close(stop)
 	outcome := "ack"
 	defer func() {
@@ -288,4 +288,21 @@ func (w *worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 		return
 	}
 	_ = msg.Term()
+}
+
+type deliveryKey struct{}
+
+type delivery struct{ n, max int }
+
+func withDelivery(ctx context.Context, n, max int) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, delivery{n: n, max: max})
+}
+
+// LastDelivery reports whether the event being handled will not be
+// delivered again if this attempt fails with a retryable error. A handler
+// uses it to turn an outage into a clear outcome (a failed session) instead
+// of a silent dead letter.
+func LastDelivery(ctx context.Context) bool {
+	d, ok := ctx.Value(deliveryKey{}).(delivery)
+	return ok && d.n >= d.max
 }

@@ -245,6 +245,13 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 		if errors.As(err, &abort) {
 			return s.abort(ctx, env, abort.reason)
 		}
+		if ctx.Err() == nil && bus.LastDelivery(ctx) {
+			// The step failed on every delivery JetStream allows (the
+			// model endpoint is down, say): end the session with the
+			// reason rather than leave it waiting for a step that never
+			// comes.
+			return s.abort(ctx, env, fmt.Sprintf("step %d failed on its last delivery: %v", env.Step, err))
+		}
 		return err
 	}
 	return s.apply(ctx, env, IterationDone{Step: env.Step, Record: rec})

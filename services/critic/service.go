@@ -98,7 +98,15 @@ func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
 			UnmetCriteria: []string{"verify command passes: " + out.Verify.Command}}
 	} else {
 		v, err := s.review(ctx, env.Session, req, out.Verify)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
+			// No verdict can be had (the critic model is down or refuses
+			// the request): say so as a rejection, so the builder goes on
+			// and the session's limits still end it, rather than leave the
+			// session waiting for a review that never comes.
+			log.Error("no verdict from the critic model", zap.Error(err))
+			v = events.Verdict{Approved: false, Feedback: fmt.Sprintf("the critic could not review this attempt: %v", err)}
+		case err != nil:
 			return err
 		}
 		out.Verdict = v

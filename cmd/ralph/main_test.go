@@ -226,6 +226,9 @@ func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
 	if code != 0 || !strings.Contains(human, "critic requested changes on T2") || !strings.Contains(human, "session completed") {
 		t.Fatalf("human replay:\n%s", human)
 	}
+	if _, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--session", "cli-run"); code != 2 || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("reusing a session id: exit %d, err %v", code, err)
+	}
 	if _, code, _ := ralph(t, "replay", "no-such-session"); code != 2 {
 		t.Fatalf("replay of an unknown session exit %d, want 2", code)
 	}

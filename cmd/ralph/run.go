@@ -145,6 +145,11 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 		}
 	}()
 
+	if exists, err := m.Bus.SessionExists(ctx, start.Session); err != nil {
+		return outcome{}, err
+	} else if exists {
+		return outcome{}, badInput("session %s already exists on this mesh; pick another --session (or replay it with `ralph replay %s`)", start.Session, start.Session)
+	}
 	if !asJSON {
 		fmt.Fprintf(out, "session %s: %s\n", start.Session, where(m, inProcess))
 	}
@@ -169,6 +174,12 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return res, fmt.Errorf("session %s did not end within %s (RALPH_RUN_TIMEOUT)", start.Session, cfg.Run.Timeout)
+		}
+		if ctx.Err() != nil {
+			if inProcess {
+				return res, fmt.Errorf("interrupted: session %s stopped with this process's in-process mesh", start.Session)
+			}
+			return res, fmt.Errorf("interrupted: stopped following session %s; it goes on on the mesh (`ralph replay %s` shows it)", start.Session, start.Session)
 		}
 		return res, fmt.Errorf("follow session %s: %w", start.Session, err)
 	}

@@ -200,21 +200,29 @@ func (b *Bus) Replay(ctx context.Context, session string, fn func(events.Envelop
 	if err := events.ValidSession(session); err != nil {
 		return err
 	}
-	filter := events.SessionFilter(b.prefix, session)
-	stream, err := b.js.Stream(ctx, events.StreamName(b.prefix))
+	exists, err := b.SessionExists(ctx, session)
 	if err != nil {
-		return fmt.Errorf("replay %s: stream: %w", session, err)
+		return fmt.Errorf("replay %s: %w", session, err)
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return fmt.Errorf("replay %s: stream info: %w", session, err)
-	}
-	if len(info.State.Subjects) == 0 {
+	if !exists {
 		return fmt.Errorf("replay %s: %w", session, ErrNoSession)
 	}
-	return b.follow(ctx, filter, jetstream.DeliverAllPolicy, func(env events.Envelope, pending uint64) (bool, error) {
+	return b.follow(ctx, events.SessionFilter(b.prefix, session), jetstream.DeliverAllPolicy, func(env events.Envelope, pending uint64) (bool, error) {
 		return pending == 0, fn(env)
 	})
+}
+
+// SessionExists reports whether the stream holds any event of session.
+func (b *Bus) SessionExists(ctx context.Context, session string) (bool, error) {
+	stream, err := b.js.Stream(ctx, events.StreamName(b.prefix))
+	if err != nil {
+		return false, fmt.Errorf("stream: %w", err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(events.SessionFilter(b.prefix, session)))
+	if err != nil {
+		return false, fmt.Errorf("stream info: %w", err)
+	}
+	return len(info.State.Subjects) > 0, nil
 }
 
 // Follow calls fn with every event of session from the first one on, live,

@@ -432,39 +432,36 @@ func (s *Service) toolContent(ctx context.Context, session string, call units.Ca
 }
 
 // PointerDigest describes an artifact by its size and whole lines from its
-// head and tail, within about budget bytes.
+// head and tail, within about budget bytes: half for the head, the rest for
+// the tail. A line that does not fit is left out whole, never cut.
 func PointerDigest(text, id string, budget int) string {
 	lines := strings.Split(text, "\n")
-	var head, tail []string
-	used := 0
-	for i, j := 0, len(lines)-1; i <= j; {
-		if l := lines[i]; used+len(l)+1 <= budget/2 || len(head) == 0 && used+len(l) <= budget {
-			head = append(head, l)
-			used += len(l) + 1
-			i++
-		} else {
+	used, nHead := 0, 0
+	for _, l := range lines {
+		if used+len(l)+1 > budget/2 {
 			break
 		}
-	}
-	for j := len(lines) - 1; j >= len(head); j-- {
-		l := lines[j]
-		if used+len(l)+1 > budget {
-			break
-		}
-		tail = append([]string{l}, tail...)
 		used += len(l) + 1
+		nHead++
 	}
-	omitted := len(lines) - len(head) - len(tail)
+	nTail := 0
+	for k := len(lines) - 1; k >= nHead; k-- {
+		if used+len(lines[k])+1 > budget {
+			break
+		}
+		used += len(lines[k]) + 1
+		nTail++
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%d bytes in %d lines, stored whole as artifact %s; call read_artifact {\"id\": %q} to read all of it]\n",
 		len(text), len(lines), id, id)
-	b.WriteString(strings.Join(head, "\n"))
-	if omitted > 0 {
+	b.WriteString(strings.Join(lines[:nHead], "\n"))
+	if omitted := len(lines) - nHead - nTail; omitted > 0 {
 		fmt.Fprintf(&b, "\n[... %d lines not shown ...]\n", omitted)
-	} else if len(tail) > 0 {
+	} else {
 		b.WriteString("\n")
 	}
-	b.WriteString(strings.Join(tail, "\n"))
+	b.WriteString(strings.Join(lines[len(lines)-nTail:], "\n"))
 	return b.String()
 }
 

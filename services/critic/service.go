@@ -200,19 +200,19 @@ func (s *Service) reviewPrompt(req events.CritiqueRequestedData, vr *events.Veri
 	}
 	if len(req.FilesChanged) > 0 {
 		b.WriteString("\nFiles changed in this task:\n")
+		ws, err := tools.NewWorkspace(req.Workspace)
+		if err != nil {
+			fmt.Fprintf(&b, "(workspace %s unavailable: %v)\n", req.Workspace, err)
+			return b.String()
+		}
 		for _, f := range req.FilesChanged {
-			s.writeFile(&b, req.Workspace, f)
+			s.writeFile(&b, ws, f)
 		}
 	}
 	return b.String()
 }
 
-func (s *Service) writeFile(b *strings.Builder, workspace, rel string) {
-	ws, err := tools.NewWorkspace(workspace)
-	if err != nil {
-		fmt.Fprintf(b, "\n--- %s (workspace unavailable: %v)\n", rel, err)
-		return
-	}
+func (s *Service) writeFile(b *strings.Builder, ws *tools.Workspace, rel string) {
 	abs, err := ws.Resolve(rel)
 	if err != nil {
 		fmt.Fprintf(b, "\n--- %s (refused: %v)\n", rel, err)

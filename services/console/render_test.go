@@ -1,0 +1,61 @@
+package console
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/prd"
+)
+
+func TestRender(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	task := prd.Task{ID: "T1", Title: "Greeting", AcceptanceCriteria: []string{"x"}}
+	cases := []struct {
+		typ     events.Type
+		payload any
+		want    []string
+	}{
+		{events.TaskStarted, events.TaskStartedData{Task: task}, []string{"task T1: Greeting"}},
+		{events.IterationCompleted, events.IterationRecord{Iteration: 3, TaskID: "T1",
+			ToolCalls: []events.ToolCall{
+				{Name: "write_file", Args: json.RawMessage(`{"path":"a.txt","content":"hello"}`)},
+				{Name: "run", Args: json.RawMessage(`{"command":"false"}`), ExitCode: 1},
+				{Name: "read_file", Args: json.RawMessage(`{"path":"../x"}`), Error: "path \"../x\" escapes the workspace\nmore"},
+			},
+			Usage: events.Usage{InputTokens: 120, OutputTokens: 8}, ContextTokens: 300},
+			[]string{"iteration 3 (task T1): 3 tool call(s), tokens in 120 / out 8, context 300",
+				"write_file path=a.txt content=<5 bytes> → ok", "run command=false → exit 1", "escapes the workspace …"}},
+		{events.IterationAnalyzed, events.IterationAnalyzedData{Iteration: 3, Signal: &events.Signal{
+			Pattern: "circular_tools", Confidence: 0.85, Action: events.ActionPrune, Diagnosis: "read a.txt 3 times"}},
+			[]string{"stuck: circular_tools (confidence 0.85) → prune_context: read a.txt 3 times"}},
+		{events.CritiqueCompleted, events.CritiqueCompletedData{TaskID: "T1", Verdict: events.Verdict{Feedback: "add a header"},
+			Verify: &events.VerifyResult{Command: "sh t.sh", ExitCode: 0}},
+			[]string{"critic requested changes on T1: add a header (verify `sh t.sh` exit 0)"}},
+		{events.SessionFailed, events.SessionFailedData{Reason: "task T1 used all 30 turns"}, []string{"session failed: task T1 used all 30 turns"}},
+		{events.SessionEscalated, events.SessionEscalatedData{Reason: "stuck", Tried: []string{"nudge:x", "escalate:x"}},
+			[]string{"session escalated: stuck (tried: nudge:x, escalate:x)"}},
+	}
+	for _, c := range cases {
+		t.Run(string(c.typ), func(t *testing.T) {
+			env := events.Must(c.typ, "s1", "T1", 1, at, c.payload)
+			got := Render(env)
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("render lacks %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+	// A healthy analysis and an iteration request print nothing.
+	for _, env := range []events.Envelope{
+		events.Must(events.IterationAnalyzed, "s1", "T1", 1, at, events.IterationAnalyzedData{Iteration: 1}),
+		events.Must(events.IterationRequested, "s1", "T1", 1, at, events.IterationRequestedData{Iteration: 1}),
+	} {
+		if got := Render(env); got != "" {
+			t.Errorf("%s rendered %q", env.Type, got)
+		}
+	}
+}

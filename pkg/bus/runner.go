@@ -126,9 +126,11 @@ func (b *Bus) Run(ctx context.Context, service string, handlers map[events.Type]
 			log: b.log.With(zap.String("service", service), zap.String("consumer", name))}
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
 			if !start() {
-				// Fetched but not started before shutdown: hand it back
-				// at once for another replica.
-				_ = msg.Nak()
+				// Fetched but not started before shutdown: leave it
+				// unacked, so JetStream redelivers it after AckWait. A Nak
+				// would be redelivered at once, often to this stopping
+				// replica's still-open pull request, and bounce until
+				// MaxDeliver drops it.
 				return
 			}
 			go func() {

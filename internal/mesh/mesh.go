@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,7 +196,7 @@ func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
 	base, key, model := m.Config.Endpoint(r)
 	if base == "" {
 		return nil, fmt.Errorf("the %s model has no endpoint: set RALPH_LLM_BASE_URL (or OPENAI_BASE_URL, or RALPH_%s_BASE_URL)",
-			role, map[llm.Role]string{llm.RoleBuilder: "BUILDER", llm.RoleCritic: "CRITIC"}[role])
+			role, strings.ToUpper(string(role)))
 	}
 	return llm.New(role, llm.Endpoint{BaseURL: base, APIKey: key, Model: model,
 		Timeout: m.Config.LLM.Timeout, MaxRetries: m.Config.LLM.MaxRetries}, usageRecorder{m.Store, m.Metrics}, m.Log)

@@ -187,9 +187,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	env, err := events.Decode(msg.Data())
 	if err != nil {
 		w.deadLetter(ctx, msg, meta, err)
-		if w.o.Observer != nil {
-			w.o.Observer.Handled(w.service, "invalid", "dead_letter", 0)
-		}
+		w.observe("invalid", "dead_letter", 0)
 		return
 	}
 	log := w.log.With(zap.String("session", env.Session), zap.String("task", env.Task),
@@ -214,11 +212,7 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 	err = w.runSafely(withDelivery(ctx, int(meta.NumDelivered), w.o.MaxDeliver), env)
 	close(stop)
 	outcome := "ack"
-	defer func() {
-		if w.o.Observer != nil {
-			w.o.Observer.Handled(w.service, string(env.Type), outcome, time.Since(began))
-		}
-	}()
+	defer func() { w.observe(string(env.Type), outcome, time.Since(began)) }()
 
 	switch {
 	case err == nil:
@@ -249,6 +243,12 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		delay := w.backoff(meta.NumDelivered)
 		log.Warn("retrying", zap.Duration("delay", delay), zap.Error(err))
 		_ = msg.NakWithDelay(delay)
+	}
+}
+
+func (w *worker) observe(typ, outcome string, d time.Duration) {
+	if w.o.Observer != nil {
+		w.o.Observer.Handled(w.service, typ, outcome, d)
 	}
 }
 

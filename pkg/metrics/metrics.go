@@ -59,9 +59,6 @@ func New() *Metrics {
 	return m
 }
 
-// Registry exposes the registry (for tests and extra collectors).
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // Handled records one handled event. A nil Metrics records nothing, so
 // callers need no checks.
 func (m *Metrics) Handled(service, typ, outcome string, d time.Duration) {

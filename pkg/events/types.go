@@ -261,26 +261,72 @@ type PruneRequestedData struct {
 	Signal Signal `json:"signal"`
 }
 
-// PruneCompletedData is the payload of prune.completed.
+// PruneCompletedData is the payload of prune.completed. Error is set when
+// the pruner could not prune (the context is then unchanged), so the builder
+// moves on to its next intervention instead of waiting.
 type PruneCompletedData struct {
 	TaskID         string   `json:"task_id"`
 	RemovedUnits   []string `json:"removed_units,omitempty"`
+	KeptUnits      []string `json:"kept_units,omitempty"`
 	TokensBefore   int      `json:"tokens_before"`
 	TokensAfter    int      `json:"tokens_after"`
-	ContextVersion int      `json:"context_version"`
+	ContextVersion int64    `json:"context_version"`
+	LLMCalls       int      `json:"llm_calls"`
+	// Fallback says the note on what was removed was extracted without the
+	// pruner model (it was unavailable).
+	Fallback bool   `json:"fallback,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
-// DecomposeRequestedData is the payload of decompose.requested.
+func (d PruneCompletedData) Validate() error {
+	if d.TaskID == "" {
+		return errors.New("field task_id: required")
+	}
+	return nil
+}
+
+// DecomposeRequestedData is the payload of decompose.requested. Depth is the
+// task's own depth (0 for a PRD task); TakenIDs are the session's task ids,
+// which subtask ids must not reuse.
 type DecomposeRequestedData struct {
-	Task   prd.Task `json:"task"`
-	Signal Signal   `json:"signal"`
-	Depth  int      `json:"depth"`
+	Task        prd.Task `json:"task"`
+	Signal      Signal   `json:"signal"`
+	Depth       int      `json:"depth"`
+	MaxSubtasks int      `json:"max_subtasks,omitempty"`
+	Tried       []string `json:"tried,omitempty"`
+	TakenIDs    []string `json:"taken_ids,omitempty"`
 }
 
-// TaskDecomposedData is the payload of task.decomposed.
+func (d DecomposeRequestedData) Validate() error {
+	if d.Depth < 0 {
+		return fmt.Errorf("field depth: must be >= 0, got %d", d.Depth)
+	}
+	return d.Task.Validate()
+}
+
+// TaskDecomposedData is the payload of task.decomposed. Error is set, and
+// Subtasks empty, when no valid decomposition could be had; the builder
+// then escalates with it as the reason.
 type TaskDecomposedData struct {
 	ParentID string     `json:"parent_id"`
-	Subtasks []prd.Task `json:"subtasks"`
+	Subtasks []prd.Task `json:"subtasks,omitempty"`
+	LLMCalls int        `json:"llm_calls"`
+	Error    string     `json:"error,omitempty"`
+}
+
+func (d TaskDecomposedData) Validate() error {
+	if d.ParentID == "" {
+		return errors.New("field parent_id: required")
+	}
+	if d.Error == "" && len(d.Subtasks) == 0 {
+		return errors.New("field subtasks: required unless error is set")
+	}
+	for i, t := range d.Subtasks {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("field subtasks[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // CompactionRequestedData is the payload of compaction.requested.
@@ -336,7 +382,15 @@ func (d SessionEscalatedData) Validate() error {
 	return nil
 }
 
-// SessionResumedData is the payload of session.resumed.
+// SessionResumedData is the payload of session.resumed: a person's guidance
+// for an escalated session.
 type SessionResumedData struct {
 	Message string `json:"message"`
+}
+
+func (d SessionResumedData) Validate() error {
+	if strings.TrimSpace(d.Message) == "" {
+		return errors.New("field message: required")
+	}
+	return nil
 }

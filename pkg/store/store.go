@@ -122,56 +122,127 @@ func (s *Store) SaveState(ctx context.Context, session string, expect int64, v a
 }
 
 var appendScript = redis.NewScript(`
+local added = 0
 for i = 2, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], '1') == 1 then
     redis.call('RPUSH', KEYS[1], ARGV[i+1])
+    added = added + 1
   end
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
-return 1
+if added > 0 then redis.call('INCR', KEYS[3]) end
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[1])) end
+return added
 `)
 
 // AppendUnits appends units to the context of scope (a task id). A unit
-// whose id is already there is skipped, so a redelivered step that appends
-// again changes nothing.
+// whose id has ever been in that context is skipped, so a redelivered step
+// that appends again changes nothing, and a unit that pruning or compaction
+// removed does not come back. Every append that adds a unit bumps the
+// context's version.
 func (s *Store) AppendUnits(ctx context.Context, session, scope string, us ...units.Unit) error {
 	if len(us) == 0 {
 		return nil
 	}
-	args := []any{s.ttlSeconds()}
-	for _, u := range us {
-		if u.ID == "" {
-			return fmt.Errorf("append context %s/%s: unit without id", session, scope)
-		}
-		b, err := json.Marshal(u)
-		if err != nil {
-			return fmt.Errorf("append context %s/%s: encode unit %s: %w", session, scope, u.ID, err)
-		}
-		args = append(args, u.ID, b)
+	args, err := s.unitArgs(session, scope, us)
+	if err != nil {
+		return err
 	}
-	keys := []string{s.key(session, "ctx", scope), s.key(session, "ctxids", scope)}
-	if err := appendScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+	if err := appendScript.Run(ctx, s.rdb, s.contextKeys(session, scope), args...).Err(); err != nil {
 		return fmt.Errorf("append context %s/%s: redis: %w", session, scope, err)
 	}
 	return nil
 }
 
+func (s *Store) contextKeys(session, scope string) []string {
+	return []string{s.key(session, "ctx", scope), s.key(session, "ctxids", scope), s.key(session, "ctxver", scope)}
+}
+
+// unitArgs is the TTL followed by (id, encoded unit) pairs.
+func (s *Store) unitArgs(session, scope string, us []units.Unit) ([]any, error) {
+	args := []any{s.ttlSeconds()}
+	for _, u := range us {
+		if u.ID == "" {
+			return nil, fmt.Errorf("write context %s/%s: unit without id", session, scope)
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return nil, fmt.Errorf("write context %s/%s: encode unit %s: %w", session, scope, u.ID, err)
+		}
+		args = append(args, u.ID, b)
+	}
+	return args, nil
+}
+
+var replaceScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[3])
+if cur == false then cur = '0' end
+if cur ~= ARGV[#ARGV] then return -1 end
+redis.call('DEL', KEYS[1])
+for i = 2, #ARGV - 1, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], '1')
+  redis.call('RPUSH', KEYS[1], ARGV[i+1])
+end
+local nv = redis.call('INCR', KEYS[3])
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[1])) end
+return nv
+`)
+
+// ReplaceUnits replaces the context of scope with us if its version is
+// still expect, and returns the new version; ErrConflict when the context
+// changed since it was read (a step appended to it), so the caller reads
+// it again and redoes its work rather than drop the new units.
+func (s *Store) ReplaceUnits(ctx context.Context, session, scope string, expect int64, us []units.Unit) (int64, error) {
+	args, err := s.unitArgs(session, scope, us)
+	if err != nil {
+		return 0, err
+	}
+	args = append(args, strconv.FormatInt(expect, 10))
+	nv, err := replaceScript.Run(ctx, s.rdb, s.contextKeys(session, scope), args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("replace context %s/%s: redis: %w", session, scope, err)
+	}
+	if nv < 0 {
+		return 0, fmt.Errorf("replace context %s/%s at version %d: %w", session, scope, expect, ErrConflict)
+	}
+	return nv, nil
+}
+
 // Units returns the context of scope in order.
 func (s *Store) Units(ctx context.Context, session, scope string) ([]units.Unit, error) {
-	raw, err := s.rdb.LRange(ctx, s.key(session, "ctx", scope), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("load context %s/%s: redis: %w", session, scope, err)
+	us, _, err := s.Context(ctx, session, scope)
+	return us, err
+}
+
+// Context returns the context of scope in order with its version, read
+// atomically, for ReplaceUnits.
+func (s *Store) Context(ctx context.Context, session, scope string) ([]units.Unit, int64, error) {
+	keys := s.contextKeys(session, scope)
+	var lr *redis.StringSliceCmd
+	var ver *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		lr = p.LRange(ctx, keys[0], 0, -1)
+		ver = p.Get(ctx, keys[2])
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("load context %s/%s: redis: %w", session, scope, err)
 	}
+	var version int64
+	if v, err := ver.Result(); err == nil {
+		if version, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, 0, fmt.Errorf("load context %s/%s: bad version %q", session, scope, v)
+		}
+	}
+	raw := lr.Val()
 	out := make([]units.Unit, 0, len(raw))
 	for i, r := range raw {
 		var u units.Unit
 		if err := json.Unmarshal([]byte(r), &u); err != nil {
-			return nil, fmt.Errorf("load context %s/%s: unit %d: %w", session, scope, i, err)
+			return nil, 0, fmt.Errorf("load context %s/%s: unit %d: %w", session, scope, i, err)
 		}
 		out = append(out, u)
 	}
-	return out, nil
+	return out, version, nil
 }
 
 // PutArtifact stores content under an id derived from it, so storing the

@@ -294,8 +294,8 @@ func TestKeysCarrySessionHashTag(t *testing.T) {
 		touchAll(t, e.st, s)
 	}
 	keys := sessionKeys(t, e)
-	// state, ctx, ctxids, artifact, journal, stuck, usage per session.
-	if want := 7 * len(sessions); len(keys) != want {
+	// state, ctx, ctxids, ctxver, artifact, journal, stuck, usage per session.
+	if want := 8 * len(sessions); len(keys) != want {
 		t.Fatalf("found %d keys, want %d: %v", len(keys), want, keys)
 	}
 	perSession := map[string]int{}
@@ -315,8 +315,8 @@ func TestKeysCarrySessionHashTag(t *testing.T) {
 		}
 	}
 	for _, s := range sessions {
-		if perSession[s] != 7 {
-			t.Errorf("session %s has %d keys, want 7", s, perSession[s])
+		if perSession[s] != 8 {
+			t.Errorf("session %s has %d keys, want 8", s, perSession[s])
 		}
 	}
 }
@@ -756,5 +756,73 @@ func TestConcurrentRecordUsage(t *testing.T) {
 	want := map[string]int64{"builder:input": 3 * n, "builder:output": 2 * n, "builder:calls": n}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Usage = %v, want %v", got, want)
+	}
+}
+
+func TestReplaceUnitsCompareAndSet(t *testing.T) {
+	e := newStore(t)
+	ctx := context.Background()
+
+	_, v0, err := e.st.Context(ctx, "s1", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v0 != 0 {
+		t.Fatalf("version of an empty context = %d, want 0", v0)
+	}
+	if err := e.st.AppendUnits(ctx, "s1", "T1", unit("u1", "one"), unit("u2", "two"), unit("u3", "three")); err != nil {
+		t.Fatal(err)
+	}
+	got, v1, err := e.st.Context(ctx, "s1", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1 != 1 || len(got) != 3 {
+		t.Fatalf("after one append: version %d, %d units; want 1, 3", v1, len(got))
+	}
+	// A redelivered append adds nothing and leaves the version alone, so a
+	// pruner that read the context is not sent round again for nothing.
+	if err := e.st.AppendUnits(ctx, "s1", "T1", unit("u2", "two")); err != nil {
+		t.Fatal(err)
+	}
+	if _, v, _ := e.st.Context(ctx, "s1", "T1"); v != v1 {
+		t.Fatalf("a no-op append moved the version from %d to %d", v1, v)
+	}
+
+	v2, err := e.st.ReplaceUnits(ctx, "s1", "T1", v1, []units.Unit{unit("u1", "one"), unit("sum", "summary of two and three")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 != v1+1 {
+		t.Errorf("ReplaceUnits version = %d, want %d", v2, v1+1)
+	}
+	got, _, _ = e.st.Context(ctx, "s1", "T1")
+	if want := []string{"u1", "sum"}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("after replace = %v, want %v", ids(got), want)
+	}
+
+	// A stale writer loses, and the context is left as it was.
+	if _, err := e.st.ReplaceUnits(ctx, "s1", "T1", v1, []units.Unit{unit("x", "lost")}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("replace at a stale version: err = %v, want ErrConflict", err)
+	}
+	got, _, _ = e.st.Context(ctx, "s1", "T1")
+	if want := []string{"u1", "sum"}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("after a refused replace = %v, want %v", ids(got), want)
+	}
+
+	// A removed unit does not come back through a redelivered append; a new
+	// one is appended and bumps the version.
+	if err := e.st.AppendUnits(ctx, "s1", "T1", unit("u3", "three"), unit("u4", "four")); err != nil {
+		t.Fatal(err)
+	}
+	got, v3, _ := e.st.Context(ctx, "s1", "T1")
+	if want := []string{"u1", "sum", "u4"}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("after append = %v, want %v", ids(got), want)
+	}
+	if v3 != v2+1 {
+		t.Errorf("append after replace: version %d, want %d", v3, v2+1)
+	}
+	if _, err := e.st.ReplaceUnits(ctx, "s1", "T1", v3, []units.Unit{unit("", "anonymous")}); err == nil {
+		t.Error("replace with a unit without id: want error")
 	}
 }

@@ -61,6 +61,11 @@ type Limits struct {
 	MaxTurnsPerTask int `json:"max_turns_per_task"`
 	MaxIterations   int `json:"max_iterations"`
 	MaxTotalTokens  int `json:"max_total_tokens"`
+	// MaxDecomposeDepth bounds how deep subtasks may nest: a task at this
+	// depth is not decomposed again.
+	MaxDecomposeDepth int `json:"max_decompose_depth,omitempty"`
+	// MaxSubtasks bounds how many subtasks one decomposition may create.
+	MaxSubtasks int `json:"max_subtasks,omitempty"`
 }
 
 // SessionStartedData is the payload of session.started.
@@ -77,7 +82,8 @@ func (d SessionStartedData) Validate() error {
 	if !strings.HasPrefix(d.Workspace, "/") {
 		return fmt.Errorf("field workspace: %q must be an absolute path", d.Workspace)
 	}
-	if d.Limits.MaxTurnsPerTask < 0 || d.Limits.MaxIterations < 0 || d.Limits.MaxTotalTokens < 0 {
+	if d.Limits.MaxTurnsPerTask < 0 || d.Limits.MaxIterations < 0 || d.Limits.MaxTotalTokens < 0 ||
+		d.Limits.MaxDecomposeDepth < 0 || d.Limits.MaxSubtasks < 0 {
 		return errors.New("field limits: negative limit")
 	}
 	return d.PRD.Validate()

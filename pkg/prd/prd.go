@@ -278,3 +278,19 @@ func (p PRD) findCycle(index map[string]int) string {
 	}
 	return ""
 }
+
+// SameWork reports whether t asks for the same work as o: the same title and
+// the same acceptance criteria, ignoring case, spacing and the id. A
+// "decomposition" into a task like this is no decomposition at all.
+func (t Task) SameWork(o Task) bool {
+	norm := func(x string) string { return strings.Join(strings.Fields(strings.ToLower(x)), " ") }
+	if norm(t.Title) != norm(o.Title) || len(t.AcceptanceCriteria) != len(o.AcceptanceCriteria) {
+		return false
+	}
+	for i := range t.AcceptanceCriteria {
+		if norm(t.AcceptanceCriteria[i]) != norm(o.AcceptanceCriteria[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -414,3 +414,22 @@ func TestLoadBadFile(t *testing.T) {
 		})
 	}
 }
+
+func TestSameWork(t *testing.T) {
+	a := prd.Task{ID: "T1", Title: "Write the  Parser", AcceptanceCriteria: []string{"parses x", "rejects y"}}
+	cases := []struct {
+		name string
+		b    prd.Task
+		want bool
+	}{
+		{"another id, other case and spacing", prd.Task{ID: "T1.1", Title: "write the parser", AcceptanceCriteria: []string{"Parses  x", "rejects y "}}, true},
+		{"other title", prd.Task{Title: "Write the lexer", AcceptanceCriteria: []string{"parses x", "rejects y"}}, false},
+		{"a criterion fewer", prd.Task{Title: "Write the parser", AcceptanceCriteria: []string{"parses x"}}, false},
+		{"another criterion", prd.Task{Title: "Write the parser", AcceptanceCriteria: []string{"parses x", "rejects z"}}, false},
+	}
+	for _, c := range cases {
+		if got := a.SameWork(c.b); got != c.want {
+			t.Errorf("%s: SameWork = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -24,8 +24,14 @@ const (
 	PhaseAnalyzing Phase = "analyzing"
 	// PhaseReviewing: critique.requested is out; waiting for the verdict.
 	PhaseReviewing Phase = "reviewing"
-	PhaseCompleted Phase = "completed"
-	PhaseFailed    Phase = "failed"
+	// PhasePruning: prune.requested is out; waiting for prune.completed.
+	PhasePruning Phase = "pruning"
+	// PhaseDecomposing: decompose.requested is out; waiting for
+	// task.decomposed.
+	PhaseDecomposing Phase = "decomposing"
+	PhaseCompleted   Phase = "completed"
+	PhaseFailed      Phase = "failed"
+	// PhaseEscalated pauses the session until a person resumes it.
 	PhaseEscalated Phase = "escalated"
 )
 
@@ -35,7 +41,23 @@ const (
 	TaskActive  = "active"
 	TaskReview  = "review"
 	TaskDone    = "done"
+	// TaskDecomposed: the task's subtasks are being worked on; it becomes
+	// pending again, depending on them, and is then reviewed on its own
+	// criteria.
+	TaskDecomposed = "decomposed"
 )
+
+// Interventions, in the order the ladder tries them for one task. Each is
+// tried at most once per task: an intervention that did not unstick the
+// builder is not repeated, the next one is tried.
+const (
+	InterventionNudge     = "nudge"
+	InterventionPrune     = "prune"
+	InterventionDecompose = "decompose"
+	InterventionEscalate  = "escalate"
+)
+
+var ladder = []string{InterventionNudge, InterventionPrune, InterventionDecompose, InterventionEscalate}
 
 // TaskState is a task of the session's task graph and how it is going.
 type TaskState struct {
@@ -46,6 +68,17 @@ type TaskState struct {
 	Interventions []string `json:"interventions,omitempty"`
 	FilesChanged  []string `json:"files_changed,omitempty"`
 	Summary       string   `json:"summary,omitempty"`
+	// Depth is 0 for a PRD task and one more than its parent's for a
+	// subtask.
+	Depth int `json:"depth,omitempty"`
+	// Subtasks are the ids decomposition created; when set, the task is
+	// reviewed (not iterated on) once they are all done.
+	Subtasks []string `json:"subtasks,omitempty"`
+}
+
+// tried reports whether intervention kind was already used on the task.
+func (t *TaskState) tried(kind string) bool {
+	return slices.ContainsFunc(t.Interventions, func(i string) bool { return i == kind || strings.HasPrefix(i, kind+":") })
 }
 
 // Command is an effect of a transition. The service persists the commands
@@ -74,7 +107,9 @@ type State struct {
 	Iteration int           `json:"iteration"`
 	Tokens    int           `json:"tokens"`
 	Reason    string        `json:"reason,omitempty"`
-	Pending   []Command     `json:"pending,omitempty"`
+	// Signal is the stuck signal an intervention in flight answers.
+	Signal  *events.Signal `json:"signal,omitempty"`
+	Pending []Command      `json:"pending,omitempty"`
 }
 
 // CurrentTask is the task being worked on.
@@ -106,6 +141,12 @@ func Start(session string, d events.SessionStartedData, defaults events.Limits, 
 	if lim.MaxTotalTokens == 0 {
 		lim.MaxTotalTokens = defaults.MaxTotalTokens
 	}
+	if lim.MaxDecomposeDepth == 0 {
+		lim.MaxDecomposeDepth = defaults.MaxDecomposeDepth
+	}
+	if lim.MaxSubtasks == 0 {
+		lim.MaxSubtasks = defaults.MaxSubtasks
+	}
 	s := State{Session: session, Workspace: d.Workspace, Limits: lim, Current: -1}
 	for _, t := range d.PRD.Tasks {
 		s.Tasks = append(s.Tasks, TaskState{Task: t, Status: TaskPending})
@@ -132,6 +173,28 @@ type Critiqued struct {
 	Data events.CritiqueCompletedData
 }
 
+// Pruned is the pruner's answer to the prune requested at step Step.
+type Pruned struct {
+	Step int
+	Data events.PruneCompletedData
+}
+
+// Decomposed is the decomposer's answer to the decomposition requested at
+// step Step.
+type Decomposed struct {
+	Step int
+	Data events.TaskDecomposedData
+}
+
+// Resumed is a person's guidance for the session escalated at step Step.
+type Resumed struct {
+	Step int
+	Data events.SessionResumedData
+}
+
+// ErrNotEscalated: a resume for a session that is not paused.
+var ErrNotEscalated = errors.New("session is not escalated")
+
 // Next applies one input to the state. It is pure: the caller supplies the
 // clock and performs the returned commands.
 func Next(s State, in any, now time.Time) (State, []Command, error) {
@@ -152,6 +215,28 @@ func Next(s State, in any, now time.Time) (State, []Command, error) {
 			return s, nil, ErrStale
 		}
 		return s.critiqued(ev, now)
+	case Pruned:
+		if s.Phase != PhasePruning || ev.Step != s.Step {
+			return s, nil, ErrStale
+		}
+		return s.pruned(ev, now)
+	case Decomposed:
+		if s.Phase != PhaseDecomposing || ev.Step != s.Step {
+			return s, nil, ErrStale
+		}
+		return s.decomposed(ev, now)
+	case Resumed:
+		if s.Phase != PhaseEscalated {
+			if s.Step > ev.Step {
+				// Resumed already: this is a redelivery.
+				return s, nil, ErrStale
+			}
+			return s, nil, fmt.Errorf("resume at step %d: %w (phase %s)", ev.Step, ErrNotEscalated, s.Phase)
+		}
+		if ev.Step != s.Step {
+			return s, nil, ErrStale
+		}
+		return s.resumed(ev, now)
 	default:
 		return s, nil, fmt.Errorf("builder: unknown input %T", in)
 	}
@@ -195,31 +280,169 @@ func (s State) analyzed(ev Analyzed, now time.Time) (State, []Command, error) {
 	return s.continueTask(nil, now)
 }
 
-// intervene picks what to do about a stuck signal. A first signal on a task
-// gets a nudge that names the loop; a signal after a nudge, or one that asks
-// for escalation, escalates with what was tried. Pruning and decomposition
-// are recommended by the detector but are carried out by their own services,
-// which this build does not have yet, so until then they fall back to the
-// nudge-then-escalate ladder.
+// intervene answers a stuck signal by climbing the ladder nudge -> prune ->
+// decompose -> escalate, starting at the rung the detector recommends and
+// skipping what was already tried on this task: the same intervention
+// failed once, so it is not repeated. Decomposition is skipped at the
+// maximum depth.
 func (s State) intervene(sig events.Signal, now time.Time) (State, []Command, error) {
 	t := s.CurrentTask()
-	if sig.Action != events.ActionEscalate && !slices.ContainsFunc(t.Interventions, func(i string) bool { return strings.HasPrefix(i, "nudge") }) {
-		t.Interventions = append(t.Interventions, "nudge:"+sig.Pattern)
-		nudge := units.Unit{
-			ID: fmt.Sprintf("nudge-%d", s.Step), Role: openai.ChatMessageRoleUser, Kind: units.KindMessage,
-			Turn: t.Turns,
-			Content: fmt.Sprintf("You appear to be stuck (%s, confidence %.2f): %s. "+
-				"Do not repeat the same action. Step back, reconsider the acceptance criteria, and try a different approach.",
-				sig.Pattern, sig.Confidence, sig.Diagnosis),
+	s.Signal = &sig
+	start := slices.Index(ladder, rungOf(sig.Action))
+	for _, kind := range ladder[start:] {
+		if kind == InterventionEscalate {
+			break
 		}
-		return s.continueTask(&Append{Scope: t.ID, Units: []units.Unit{nudge}}, now)
+		if t.tried(kind) {
+			continue
+		}
+		if kind == InterventionDecompose && t.Depth >= s.Limits.MaxDecomposeDepth {
+			t.Interventions = append(t.Interventions, fmt.Sprintf("decompose:refused at depth %d (max %d)", t.Depth, s.Limits.MaxDecomposeDepth))
+			continue
+		}
+		t.Interventions = append(t.Interventions, kind+":"+sig.Pattern)
+		switch kind {
+		case InterventionNudge:
+			s.Signal = nil
+			nudge := units.Unit{
+				ID: fmt.Sprintf("nudge-%d", s.Step), Role: openai.ChatMessageRoleUser, Kind: units.KindMessage,
+				Turn: t.Turns,
+				Content: fmt.Sprintf("You appear to be stuck (%s, confidence %.2f): %s. "+
+					"Do not repeat the same action. Step back, reconsider the acceptance criteria, and try a different approach.",
+					sig.Pattern, sig.Confidence, sig.Diagnosis),
+			}
+			return s.continueTask(&Append{Scope: t.ID, Units: []units.Unit{nudge}}, now)
+		case InterventionPrune:
+			s.Phase = PhasePruning
+			return s, []Command{s.publish(events.PruneRequested, events.PruneRequestedData{TaskID: t.ID, Signal: sig}, now)}, nil
+		case InterventionDecompose:
+			s.Phase = PhaseDecomposing
+			taken := make([]string, len(s.Tasks))
+			for i, o := range s.Tasks {
+				taken[i] = o.ID
+			}
+			return s, []Command{s.publish(events.DecomposeRequested, events.DecomposeRequestedData{
+				Task: t.Task, Signal: sig, Depth: t.Depth, MaxSubtasks: s.Limits.MaxSubtasks,
+				Tried: slices.Clone(t.Interventions), TakenIDs: taken,
+			}, now)}, nil
+		}
 	}
-	t.Interventions = append(t.Interventions, "escalate:"+sig.Pattern)
+	return s.escalate(fmt.Sprintf("task %s stuck (%s): %s", t.ID, sig.Pattern, sig.Diagnosis), &sig, now)
+}
+
+func rungOf(a events.Action) string {
+	switch a {
+	case events.ActionPrune:
+		return InterventionPrune
+	case events.ActionDecompose:
+		return InterventionDecompose
+	case events.ActionEscalate:
+		return InterventionEscalate
+	}
+	return InterventionNudge
+}
+
+// escalate pauses the session for a person, saying why and what was tried.
+func (s State) escalate(reason string, sig *events.Signal, now time.Time) (State, []Command, error) {
+	t := s.CurrentTask()
+	d := events.SessionEscalatedData{TaskID: t.ID, Reason: reason, Tried: slices.Clone(t.Interventions), Signal: sig}
+	t.Interventions = append(t.Interventions, InterventionEscalate)
 	s.Phase = PhaseEscalated
-	s.Reason = fmt.Sprintf("task %s stuck (%s): %s", t.ID, sig.Pattern, sig.Diagnosis)
-	return s, []Command{s.publish(events.SessionEscalated, events.SessionEscalatedData{
-		TaskID: t.ID, Reason: s.Reason, Diagnosis: sig.Diagnosis, Tried: t.Interventions, Signal: &sig,
-	}, now)}, nil
+	s.Reason = reason
+	s.Signal = nil
+	if sig != nil {
+		d.Diagnosis = sig.Diagnosis
+	}
+	return s, []Command{s.publish(events.SessionEscalated, d, now)}, nil
+}
+
+func (s State) pruned(ev Pruned, now time.Time) (State, []Command, error) {
+	t := s.CurrentTask()
+	sig := s.Signal
+	if ev.Data.Error != "" && sig != nil {
+		// The context is unchanged: go on to the next intervention.
+		t.Interventions = append(t.Interventions, "prune failed: "+ev.Data.Error)
+		return s.intervene(*sig, now)
+	}
+	s.Signal = nil
+	return s.continueTask(nil, now)
+}
+
+func (s State) decomposed(ev Decomposed, now time.Time) (State, []Command, error) {
+	t := s.CurrentTask()
+	sig := s.Signal
+	if ev.Data.Error != "" {
+		return s.escalate(fmt.Sprintf("task %s is stuck and could not be decomposed: %s", t.ID, ev.Data.Error), sig, now)
+	}
+	if err := s.checkSubtasks(*t, ev.Data.Subtasks); err != nil {
+		return s.escalate(fmt.Sprintf("task %s is stuck and its decomposition was refused: %v", t.ID, err), sig, now)
+	}
+	s.Signal = nil
+	parent := s.Current
+	subs := make([]TaskState, len(ev.Data.Subtasks))
+	ids := make([]string, len(ev.Data.Subtasks))
+	for i, st := range ev.Data.Subtasks {
+		st.ParentID = t.ID
+		subs[i] = TaskState{Task: st, Status: TaskPending, Depth: t.Depth + 1}
+		ids[i] = st.ID
+	}
+	t.Status = TaskPending
+	t.Subtasks = ids
+	t.DependsOn = append(slices.Clone(t.DependsOn), ids...)
+	// The parent gets a fresh turn budget for its own review round.
+	t.Turns = 0
+	s.Tasks = slices.Insert(s.Tasks, parent, subs...)
+	s.Current = -1
+	return s, s.startNextTask(now), nil
+}
+
+// checkSubtasks guards against runaway or empty splitting whatever the
+// decomposer says: 2 to MaxSubtasks new, distinct ids, no subtask that is
+// the parent again, dependencies only on siblings.
+func (s *State) checkSubtasks(parent TaskState, subs []prd.Task) error {
+	if len(subs) < 2 || len(subs) > s.Limits.MaxSubtasks {
+		return fmt.Errorf("%d subtasks, want 2 to %d", len(subs), s.Limits.MaxSubtasks)
+	}
+	seen := map[string]bool{}
+	for i, st := range subs {
+		if err := st.Validate(); err != nil {
+			return fmt.Errorf("subtask %d: %w", i+1, err)
+		}
+		if seen[st.ID] || s.taskIndex(st.ID) >= 0 {
+			return fmt.Errorf("subtask %d: id %q is already taken", i+1, st.ID)
+		}
+		if st.SameWork(parent.Task) {
+			return fmt.Errorf("subtask %s is the parent task again", st.ID)
+		}
+		for _, d := range st.DependsOn {
+			if !seen[d] {
+				return fmt.Errorf("subtask %s: depends_on %q is not an earlier subtask", st.ID, d)
+			}
+		}
+		seen[st.ID] = true
+	}
+	return nil
+}
+
+func (s State) resumed(ev Resumed, now time.Time) (State, []Command, error) {
+	t := s.CurrentTask()
+	if t == nil {
+		return s, nil, fmt.Errorf("resume: %w: no task to resume", ErrNotEscalated)
+	}
+	t.Interventions = append(t.Interventions, "resumed")
+	// A person's guidance starts a fresh turn budget for the task; the
+	// ladder is not reset, so a task that gets stuck again is escalated
+	// again rather than pruned or split a second time.
+	t.Turns = 0
+	t.Status = TaskActive
+	s.Reason = ""
+	guidance := units.Unit{
+		ID: fmt.Sprintf("guidance-%d", s.Step), Role: openai.ChatMessageRoleUser, Kind: units.KindMessage,
+		Turn: t.Turns,
+		Content: "The session was paused because you were stuck; a person reviewed it and gives this guidance:\n" +
+			ev.Data.Message + "\nFollow it, and do not repeat what did not work before.",
+	}
+	return s.continueTask(&Append{Scope: t.ID, Units: []units.Unit{guidance}}, now)
 }
 
 func (s State) critiqued(ev Critiqued, now time.Time) (State, []Command, error) {
@@ -291,14 +514,70 @@ func (s *State) startNextTask(now time.Time) []Command {
 	}
 	s.Current = next
 	t := &s.Tasks[next]
-	t.Status = TaskActive
 	s.Step++
+	if len(t.Subtasks) > 0 {
+		// Every subtask is done: the parent counts as done only when the
+		// critic accepts its own criteria, so it goes straight to review.
+		t.Status = TaskReview
+		t.Attempts++
+		s.Phase = PhaseReviewing
+		t.Summary = s.subtaskSummary(*t)
+		return []Command{s.publish(events.CritiqueRequested, events.CritiqueRequestedData{
+			Task: t.Task, Workspace: s.Workspace, Summary: t.Summary,
+			FilesChanged: t.FilesChanged, Attempt: t.Attempts,
+		}, now)}
+	}
+	t.Status = TaskActive
 	s.Phase = PhaseIterating
+	initial := InitialContext(s.Workspace, t.Task)
+	if p := s.taskIndex(t.ParentID); p >= 0 {
+		initial = append(initial, units.Unit{
+			ID: "parent-" + t.ID, Role: openai.ChatMessageRoleUser, Kind: units.KindMessage,
+			Content: SubtaskContext(s.Tasks[p], t.ID),
+		})
+	}
 	return []Command{
 		s.publish(events.TaskStarted, events.TaskStartedData{Task: t.Task}, now),
-		{Append: &Append{Scope: t.ID, Units: InitialContext(s.Workspace, t.Task)}},
+		{Append: &Append{Scope: t.ID, Units: initial}},
 		s.publish(events.IterationRequested, events.IterationRequestedData{Iteration: s.Iteration + 1}, now),
 	}
+}
+
+// subtaskSummary is what the critic is told of a decomposed task: its
+// subtasks, all approved, and the files they changed.
+func (s *State) subtaskSummary(t TaskState) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task %s was split into %d subtasks, each approved by the reviewer:\n", t.ID, len(t.Subtasks))
+	for _, id := range t.Subtasks {
+		if i := s.taskIndex(id); i >= 0 {
+			st := s.Tasks[i]
+			fmt.Fprintf(&b, "- %s: %s", st.ID, st.Title)
+			if st.Summary != "" {
+				fmt.Fprintf(&b, " (%s)", strings.TrimSpace(st.Summary))
+			}
+			b.WriteString("\n")
+			for _, f := range st.FilesChanged {
+				if !slices.Contains(t.FilesChanged, f) {
+					t.FilesChanged = append(t.FilesChanged, f)
+				}
+			}
+		}
+	}
+	b.WriteString("Review the parent task against its own acceptance criteria.")
+	return b.String()
+}
+
+// SubtaskContext tells a subtask's builder where its work fits.
+func SubtaskContext(parent TaskState, id string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task %s is one of the subtasks of task %s: %s.\n", id, parent.ID, parent.Title)
+	fmt.Fprintf(&b, "The subtasks of %s are, in order: %s. Do only %s's part; the others are done separately.\n",
+		parent.ID, strings.Join(parent.Subtasks, ", "), id)
+	b.WriteString("The parent task's acceptance criteria, which the subtasks together must meet:\n")
+	for _, c := range parent.AcceptanceCriteria {
+		fmt.Fprintf(&b, "- %s\n", c)
+	}
+	return b.String()
 }
 
 func (s State) fail(reason string, now time.Time) (State, []Command, error) {

@@ -2,6 +2,7 @@ package builder
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func twoTasks() events.SessionStartedData {
 	}}}
 }
 
-var defaults = events.Limits{MaxTurnsPerTask: 5, MaxIterations: 20, MaxTotalTokens: 10_000}
+var defaults = events.Limits{MaxTurnsPerTask: 5, MaxIterations: 20, MaxTotalTokens: 10_000, MaxDecomposeDepth: 2, MaxSubtasks: 4}
 
 // published lists the event types among commands.
 func published(cmds []Command) []events.Type {
@@ -155,24 +156,31 @@ func TestTransitions(t *testing.T) {
 			want: want{phase: PhaseIterating, published: []events.Type{events.IterationRequested}, appended: []string{"critique-1"}},
 		},
 		{
-			name: "first stuck signal nudges",
+			name: "a nudge signal nudges",
 			drive: func(t *testing.T, s State) (State, []Command) {
 				s, _ = step(t, s, record(s, 100))
 				return step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: &events.Signal{
-					Pattern: "circular_tools", Confidence: 0.85, Action: events.ActionPrune, Diagnosis: "read a.go 3 times"}}})
+					Pattern: "circular_tools", Confidence: 0.85, Action: events.ActionNudge, Diagnosis: "read a.go 3 times"}}})
 			},
 			want: want{phase: PhaseIterating, published: []events.Type{events.IterationRequested}, appended: []string{"nudge-1"}},
 		},
 		{
-			name: "second stuck signal escalates",
+			name: "a prune signal asks the pruner",
 			drive: func(t *testing.T, s State) (State, []Command) {
-				sig := &events.Signal{Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}
 				s, _ = step(t, s, record(s, 100))
-				s, _ = step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: sig}})
-				s, _ = step(t, s, record(s, 100))
-				return step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: sig}})
+				return step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: &events.Signal{
+					Pattern: "repetitive_output", Confidence: 0.9, Action: events.ActionPrune, Diagnosis: "same text"}}})
 			},
-			want: want{phase: PhaseEscalated, published: []events.Type{events.SessionEscalated}, reason: "task T1 stuck (no_progress)"},
+			want: want{phase: PhasePruning, published: []events.Type{events.PruneRequested}},
+		},
+		{
+			name: "a decompose signal asks the decomposer",
+			drive: func(t *testing.T, s State) (State, []Command) {
+				s, _ = step(t, s, record(s, 100))
+				return step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: &events.Signal{
+					Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}}})
+			},
+			want: want{phase: PhaseDecomposing, published: []events.Type{events.DecomposeRequested}},
 		},
 		{
 			name: "an escalate action escalates at once",
@@ -309,5 +317,233 @@ func TestPointerDigestKeepsWholeLines(t *testing.T) {
 		if line != "" && !strings.HasSuffix(line, "|end") && !strings.HasPrefix(line, "[") {
 			t.Fatalf("line cut mid-way: %q", line)
 		}
+	}
+}
+
+// stuck drives one iteration that the detector flags with sig.
+func stuck(t *testing.T, s State, sig events.Signal) (State, []Command) {
+	t.Helper()
+	s, _ = step(t, s, record(s, 10))
+	return step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{Signal: &sig}})
+}
+
+func payload[T any](t *testing.T, cmds []Command, typ events.Type) T {
+	t.Helper()
+	var v T
+	for _, c := range cmds {
+		if c.Publish != nil && c.Publish.Type == typ {
+			if err := c.Publish.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no %s among %v", typ, published(cmds))
+	return v
+}
+
+func subtasks(ids ...string) []prd.Task {
+	var out []prd.Task
+	for _, id := range ids {
+		out = append(out, prd.Task{ID: id, Title: "part " + id, AcceptanceCriteria: []string{"criterion of " + id}})
+	}
+	return out
+}
+
+var loop = events.Signal{Pattern: "circular_tools", Confidence: 0.85, Action: events.ActionNudge, Diagnosis: "read a.go 3 times"}
+
+// TestLadder: every signal climbs from the recommended rung, never
+// repeating what was tried on the task: nudge, prune, decompose, escalate.
+func TestLadder(t *testing.T) {
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+
+	s, cmds := stuck(t, s, loop)
+	if s.Phase != PhaseIterating || !eq(appended(cmds), []string{"nudge-1"}) {
+		t.Fatalf("first signal: phase %s, appended %v; want a nudge", s.Phase, appended(cmds))
+	}
+	s, cmds = stuck(t, s, loop)
+	if s.Phase != PhasePruning {
+		t.Fatalf("second nudge-level signal: phase %s, want pruning (a nudge is not repeated)", s.Phase)
+	}
+	if req := payload[events.PruneRequestedData](t, cmds, events.PruneRequested); req.TaskID != "T1" || req.Signal.Pattern != "circular_tools" {
+		t.Fatalf("prune request %+v", req)
+	}
+	// The pruner is done: the loop goes on with the pruned context.
+	s, cmds = step(t, s, Pruned{Step: s.Step, Data: events.PruneCompletedData{TaskID: "T1", TokensBefore: 900, TokensAfter: 300}})
+	if s.Phase != PhaseIterating || !eq(published(cmds), []events.Type{events.IterationRequested}) {
+		t.Fatalf("after prune: phase %s, published %v", s.Phase, published(cmds))
+	}
+	s, cmds = stuck(t, s, loop)
+	if s.Phase != PhaseDecomposing {
+		t.Fatalf("third signal: phase %s, want decomposing", s.Phase)
+	}
+	req := payload[events.DecomposeRequestedData](t, cmds, events.DecomposeRequested)
+	if req.Task.ID != "T1" || req.Depth != 0 || req.MaxSubtasks != defaults.MaxSubtasks || !eq(req.TakenIDs, []string{"T1", "T2"}) {
+		t.Fatalf("decompose request %+v", req)
+	}
+	if !eq(req.Tried, []string{"nudge:circular_tools", "prune:circular_tools", "decompose:circular_tools"}) {
+		t.Fatalf("tried %v", req.Tried)
+	}
+	// The decomposer could not produce subtasks: escalate with its reason.
+	s, cmds = step(t, s, Decomposed{Step: s.Step, Data: events.TaskDecomposedData{ParentID: "T1", Error: "invalid JSON after one repair: unexpected end"}})
+	if s.Phase != PhaseEscalated {
+		t.Fatalf("failed decomposition: phase %s, want escalated", s.Phase)
+	}
+	esc := payload[events.SessionEscalatedData](t, cmds, events.SessionEscalated)
+	if !strings.Contains(esc.Reason, "could not be decomposed: invalid JSON") || esc.TaskID != "T1" || len(esc.Tried) != 3 || esc.Signal == nil {
+		t.Fatalf("escalation %+v", esc)
+	}
+
+	// A person resumes it: their guidance is appended and the loop goes on.
+	s, cmds = step(t, s, Resumed{Step: s.Step, Data: events.SessionResumedData{Message: "use the cached config"}})
+	if s.Phase != PhaseIterating || s.Reason != "" || s.CurrentTask().Turns != 0 {
+		t.Fatalf("after resume: %+v", s)
+	}
+	if got := appended(cmds); len(got) != 1 || !strings.HasPrefix(got[0], "guidance-") {
+		t.Fatalf("resume appended %v", got)
+	}
+	if !strings.Contains(cmds[0].Append.Units[0].Content, "use the cached config") {
+		t.Fatalf("guidance unit %q", cmds[0].Append.Units[0].Content)
+	}
+	// Stuck again after the ladder was climbed: straight to a person.
+	s, cmds = stuck(t, s, loop)
+	if s.Phase != PhaseEscalated || !eq(published(cmds), []events.Type{events.SessionEscalated}) {
+		t.Fatalf("stuck after resume: phase %s, published %v", s.Phase, published(cmds))
+	}
+}
+
+func TestFailedPruneMovesOn(t *testing.T) {
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	s, _ = stuck(t, s, events.Signal{Pattern: "repetitive_output", Confidence: 0.9, Action: events.ActionPrune, Diagnosis: "d"})
+	s, cmds := step(t, s, Pruned{Step: s.Step, Data: events.PruneCompletedData{TaskID: "T1", Error: "context changed 5 times while pruning"}})
+	if s.Phase != PhaseDecomposing || !eq(published(cmds), []events.Type{events.DecomposeRequested}) {
+		t.Fatalf("after a failed prune: phase %s, published %v; want the decomposer asked", s.Phase, published(cmds))
+	}
+	if !slices.ContainsFunc(s.CurrentTask().Interventions, func(i string) bool { return strings.HasPrefix(i, "prune failed: context changed") }) {
+		t.Fatalf("interventions %v do not record the failed prune", s.CurrentTask().Interventions)
+	}
+}
+
+func TestDecomposition(t *testing.T) {
+	decompose := events.Signal{Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	s, _ = step(t, s, record(s, 10)) // T1 turn 1
+	s, _ = step(t, s, Analyzed{Step: s.Step})
+	s, _ = stuck(t, s, decompose)
+	s, cmds := step(t, s, Decomposed{Step: s.Step, Data: events.TaskDecomposedData{ParentID: "T1", Subtasks: subtasks("T1.1", "T1.2")}})
+
+	var order []string
+	for _, ts := range s.Tasks {
+		order = append(order, ts.ID)
+	}
+	if !eq(order, []string{"T1.1", "T1.2", "T1", "T2"}) {
+		t.Fatalf("task order %v: subtasks go before their parent", order)
+	}
+	if s.CurrentTask().ID != "T1.1" || s.CurrentTask().Depth != 1 || s.CurrentTask().ParentID != "T1" {
+		t.Fatalf("current %+v", s.CurrentTask())
+	}
+	if got := appended(cmds); !eq(got, []string{"system-T1.1", "task-T1.1", "parent-T1.1"}) {
+		t.Fatalf("subtask context %v", got)
+	}
+	parent := s.Tasks[2]
+	if parent.Status != TaskPending || parent.Turns != 0 || !eq(parent.Subtasks, []string{"T1.1", "T1.2"}) || !eq(parent.DependsOn, []string{"T1.1", "T1.2"}) {
+		t.Fatalf("parent %+v", parent)
+	}
+
+	approve := func(s State, id string) (State, []Command) {
+		s, _ = step(t, s, record(s, 1, claimed))
+		s, _ = step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{ClaimedDone: true}})
+		return step(t, s, Critiqued{Step: s.Step, Data: events.CritiqueCompletedData{TaskID: id, Verdict: events.Verdict{Approved: true}}})
+	}
+	s, _ = approve(s, "T1.1")
+	if s.CurrentTask().ID != "T1.2" {
+		t.Fatalf("after T1.1: current %s", s.CurrentTask().ID)
+	}
+	s, cmds = approve(s, "T1.2")
+	// The parent is not done because its subtasks are: the critic reviews
+	// it against its own criteria, without another iteration.
+	if s.CurrentTask().ID != "T1" || s.Phase != PhaseReviewing {
+		t.Fatalf("after the last subtask: current %s, phase %s; want T1 under review", s.CurrentTask().ID, s.Phase)
+	}
+	crit := payload[events.CritiqueRequestedData](t, cmds, events.CritiqueRequested)
+	if crit.Task.ID != "T1" || !strings.Contains(crit.Summary, "T1.1: part T1.1") || !strings.Contains(crit.Summary, "T1.2") {
+		t.Fatalf("parent review request %+v", crit)
+	}
+	// Rejected: the parent goes on with iterations of its own.
+	s, _ = step(t, s, Critiqued{Step: s.Step, Data: events.CritiqueCompletedData{TaskID: "T1", Verdict: events.Verdict{Feedback: "glue missing"}}})
+	if s.Phase != PhaseIterating || s.CurrentTask().ID != "T1" {
+		t.Fatalf("parent rejected: phase %s current %s", s.Phase, s.CurrentTask().ID)
+	}
+	s, _ = approve(s, "T1")
+	if s.CurrentTask().ID != "T2" || s.Tasks[2].Status != TaskDone {
+		t.Fatalf("after parent approval: current %s, parent %s", s.CurrentTask().ID, s.Tasks[2].Status)
+	}
+}
+
+func TestDecompositionGuards(t *testing.T) {
+	decompose := events.Signal{Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}
+	parentAgain := subtasks("T1.1", "T1.2")
+	parentAgain[1].Title, parentAgain[1].AcceptanceCriteria = "one", []string{"a"}
+	forward := subtasks("T1.1", "T1.2")
+	forward[0].DependsOn = []string{"T1.2"}
+	cases := []struct {
+		name   string
+		subs   []prd.Task
+		reason string
+	}{
+		{"one subtask", subtasks("T1.1"), "1 subtasks, want 2 to 3"},
+		{"too many", subtasks("a", "b", "c", "d"), "4 subtasks, want 2 to 3"},
+		{"id taken", subtasks("T1.1", "T2"), `id "T2" is already taken`},
+		{"duplicate ids", subtasks("x", "x"), `id "x" is already taken`},
+		{"the parent again", parentAgain, "subtask T1.2 is the parent task again"},
+		{"dependency on a later subtask", forward, `depends_on "T1.2" is not an earlier subtask`},
+		{"no criteria", []prd.Task{{ID: "a", Title: "a"}, {ID: "b", Title: "b", AcceptanceCriteria: []string{"c"}}}, "subtask 1: field acceptance_criteria"},
+	}
+	lim := defaults
+	lim.MaxSubtasks = 3
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := Start("s1", twoTasks(), lim, t0)
+			s, _ = stuck(t, s, decompose)
+			s, cmds := step(t, s, Decomposed{Step: s.Step, Data: events.TaskDecomposedData{ParentID: "T1", Subtasks: c.subs}})
+			if s.Phase != PhaseEscalated || len(s.Tasks) != 2 {
+				t.Fatalf("phase %s with %d tasks; want escalated and the task list unchanged", s.Phase, len(s.Tasks))
+			}
+			if esc := payload[events.SessionEscalatedData](t, cmds, events.SessionEscalated); !strings.Contains(esc.Reason, c.reason) {
+				t.Fatalf("reason %q, want it to contain %q", esc.Reason, c.reason)
+			}
+		})
+	}
+}
+
+func TestDecompositionDepth(t *testing.T) {
+	decompose := events.Signal{Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}
+	lim := defaults
+	lim.MaxDecomposeDepth = 1
+	s, _ := Start("s1", twoTasks(), lim, t0)
+	s, _ = stuck(t, s, decompose)
+	s, _ = step(t, s, Decomposed{Step: s.Step, Data: events.TaskDecomposedData{ParentID: "T1", Subtasks: subtasks("T1.1", "T1.2")}})
+	// T1.1 is at depth 1 = the maximum: it is not split again.
+	s, cmds := stuck(t, s, decompose)
+	if s.Phase != PhaseEscalated {
+		t.Fatalf("subtask at max depth: phase %s, want escalated", s.Phase)
+	}
+	esc := payload[events.SessionEscalatedData](t, cmds, events.SessionEscalated)
+	if esc.TaskID != "T1.1" || !slices.Contains(esc.Tried, "decompose:refused at depth 1 (max 1)") {
+		t.Fatalf("escalation %+v", esc)
+	}
+}
+
+func TestResumeGuards(t *testing.T) {
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	if _, _, err := Next(s, Resumed{Step: s.Step, Data: events.SessionResumedData{Message: "go"}}, t0); !errors.Is(err, ErrNotEscalated) {
+		t.Fatalf("resume of a running session: err %v, want ErrNotEscalated", err)
+	}
+	s, _ = stuck(t, s, events.Signal{Pattern: "x", Confidence: 1, Action: events.ActionEscalate, Diagnosis: "d"})
+	at := s.Step
+	s, _ = step(t, s, Resumed{Step: at, Data: events.SessionResumedData{Message: "go"}})
+	// The same resume delivered again is a duplicate, not an error.
+	if _, _, err := Next(s, Resumed{Step: at, Data: events.SessionResumedData{Message: "go"}}, t0); !errors.Is(err, ErrStale) {
+		t.Fatalf("duplicate resume: err %v, want ErrStale", err)
 	}
 }

@@ -93,7 +93,34 @@ func (s *Service) Run(ctx context.Context) error {
 		events.IterationRequested: s.onIteration,
 		events.IterationAnalyzed:  s.onAnalyzed,
 		events.CritiqueCompleted:  s.onCritique,
+		events.PruneCompleted:     s.onPruned,
+		events.TaskDecomposed:     s.onDecomposed,
+		events.SessionResumed:     s.onResumed,
 	}, s.d.Config.Run)
+}
+
+func (s *Service) onPruned(ctx context.Context, env events.Envelope) error {
+	var d events.PruneCompletedData
+	if err := env.Decode(&d); err != nil {
+		return err
+	}
+	return s.apply(ctx, env, Pruned{Step: env.Step, Data: d})
+}
+
+func (s *Service) onDecomposed(ctx context.Context, env events.Envelope) error {
+	var d events.TaskDecomposedData
+	if err := env.Decode(&d); err != nil {
+		return err
+	}
+	return s.apply(ctx, env, Decomposed{Step: env.Step, Data: d})
+}
+
+func (s *Service) onResumed(ctx context.Context, env events.Envelope) error {
+	var d events.SessionResumedData
+	if err := env.Decode(&d); err != nil {
+		return err
+	}
+	return s.apply(ctx, env, Resumed{Step: env.Step, Data: d})
 }
 
 func (s *Service) log(env events.Envelope) *zap.Logger {

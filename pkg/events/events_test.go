@@ -31,14 +31,14 @@ var minimalPayloads = map[events.Type]any{
 	events.PruneRequested:      events.PruneRequestedData{TaskID: "T1", Signal: signal},
 	events.PruneCompleted:      events.PruneCompletedData{TaskID: "T1"},
 	events.DecomposeRequested:  events.DecomposeRequestedData{Task: testTask, Signal: signal},
-	events.TaskDecomposed:      events.TaskDecomposedData{ParentID: "T1"},
-	events.CompactionRequested: events.CompactionRequestedData{TaskID: "T1"},
+	events.TaskDecomposed:      events.TaskDecomposedData{ParentID: "T1", Error: "not JSON"},
+	events.CompactionRequested: events.CompactionRequestedData{TaskID: "T1", LimitTokens: 8000},
 	events.CompactionCompleted: events.CompactionCompletedData{TaskID: "T1"},
 	events.TaskCompleted:       events.TaskCompletedData{TaskID: "T1"},
 	events.SessionCompleted:    events.SessionCompletedData{},
 	events.SessionFailed:       events.SessionFailedData{Reason: "budget"},
 	events.SessionEscalated:    events.SessionEscalatedData{Reason: "stuck"},
-	events.SessionResumed:      events.SessionResumedData{},
+	events.SessionResumed:      events.SessionResumedData{Message: "try the v2 API"},
 }
 
 // fullPayloads are richer payloads, to check every field survives the wire.
@@ -214,14 +214,19 @@ func TestNewRejects(t *testing.T) {
 		{"failure without reason", events.SessionFailed, "s1", 1, at, events.SessionFailedData{}, "reason"},
 		{"escalation without reason", events.SessionEscalated, "s1", 1, at, events.SessionEscalatedData{}, "reason"},
 		{"unknown type", "task.exploded", "s1", 0, at, events.SessionResumedData{}, "unknown event type"},
-		{"session with dot", events.SessionResumed, "a.b", 0, at, events.SessionResumedData{}, "session id"},
-		{"session with wildcard", events.SessionResumed, "*", 0, at, events.SessionResumedData{}, "session id"},
-		{"empty session", events.SessionResumed, "", 0, at, events.SessionResumedData{}, "session id"},
-		{"negative step", events.SessionResumed, "s1", -1, at, events.SessionResumedData{}, "step"},
+		{"session with dot", events.SessionResumed, "a.b", 0, at, events.SessionResumedData{Message: "m"}, "session id"},
+		{"session with wildcard", events.SessionResumed, "*", 0, at, events.SessionResumedData{Message: "m"}, "session id"},
+		{"empty session", events.SessionResumed, "", 0, at, events.SessionResumedData{Message: "m"}, "session id"},
+		{"negative step", events.SessionResumed, "s1", -1, at, events.SessionResumedData{Message: "m"}, "step"},
 		{"nil payload", events.SessionResumed, "s1", 0, at, nil, "payload"},
 		{"nil pointer payload", events.IterationAnalyzed, "s1", 0, at, nilSignal, "payload"},
 		{"payload encoding to null", events.TaskDecomposed, "s1", 0, at, []prd.Task(nil), "data"},
-		{"unencodable time", events.SessionResumed, "s1", 0, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), events.SessionResumedData{}, "time"},
+		{"unencodable time", events.SessionResumed, "s1", 0, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), events.SessionResumedData{Message: "m"}, "time"},
+		{"resume without guidance", events.SessionResumed, "s1", 0, at, events.SessionResumedData{Message: " "}, "field message"},
+		{"decomposition without subtasks or error", events.TaskDecomposed, "s1", 0, at, events.TaskDecomposedData{ParentID: "T1"}, "field subtasks"},
+		{"decomposition with a bad subtask", events.TaskDecomposed, "s1", 0, at, events.TaskDecomposedData{ParentID: "T1", Subtasks: []prd.Task{{ID: "T1.1"}}}, "field subtasks[0]"},
+		{"compaction without a limit", events.CompactionRequested, "s1", 0, at, events.CompactionRequestedData{TaskID: "T1"}, "field limit_tokens"},
+		{"prune result without task", events.PruneCompleted, "s1", 0, at, events.PruneCompletedData{}, "task_id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

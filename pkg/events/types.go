@@ -66,6 +66,10 @@ type Limits struct {
 	MaxDecomposeDepth int `json:"max_decompose_depth,omitempty"`
 	// MaxSubtasks bounds how many subtasks one decomposition may create.
 	MaxSubtasks int `json:"max_subtasks,omitempty"`
+	// ContextWindow is the builder model's window in tokens; CompactAt is
+	// the context size at which the builder asks for compaction (0: never).
+	ContextWindow int `json:"context_window,omitempty"`
+	CompactAt     int `json:"compact_at,omitempty"`
 }
 
 // SessionStartedData is the payload of session.started.
@@ -83,7 +87,7 @@ func (d SessionStartedData) Validate() error {
 		return fmt.Errorf("field workspace: %q must be an absolute path", d.Workspace)
 	}
 	if d.Limits.MaxTurnsPerTask < 0 || d.Limits.MaxIterations < 0 || d.Limits.MaxTotalTokens < 0 ||
-		d.Limits.MaxDecomposeDepth < 0 || d.Limits.MaxSubtasks < 0 {
+		d.Limits.MaxDecomposeDepth < 0 || d.Limits.MaxSubtasks < 0 || d.Limits.ContextWindow < 0 || d.Limits.CompactAt < 0 {
 		return errors.New("field limits: negative limit")
 	}
 	return d.PRD.Validate()
@@ -336,33 +340,87 @@ func (d TaskDecomposedData) Validate() error {
 }
 
 // CompactionRequestedData is the payload of compaction.requested.
+// FilesChanged are the task's modified files, which every summary must
+// still name.
 type CompactionRequestedData struct {
-	TaskID        string `json:"task_id"`
-	ContextTokens int    `json:"context_tokens"`
-	LimitTokens   int    `json:"limit_tokens"`
+	TaskID        string   `json:"task_id"`
+	Goal          string   `json:"goal,omitempty"`
+	ContextTokens int      `json:"context_tokens"`
+	LimitTokens   int      `json:"limit_tokens"`
+	Iteration     int      `json:"iteration"`
+	Turn          int      `json:"turn"`
+	FilesChanged  []string `json:"files_changed,omitempty"`
 }
 
-// CompactionCompletedData is the payload of compaction.completed.
+func (d CompactionRequestedData) Validate() error {
+	if d.TaskID == "" {
+		return errors.New("field task_id: required")
+	}
+	if d.LimitTokens < 1 {
+		return fmt.Errorf("field limit_tokens: must be >= 1, got %d", d.LimitTokens)
+	}
+	return nil
+}
+
+// CompactionOp is one operation of a compaction as planned and as applied.
+type CompactionOp struct {
+	Unit         string `json:"unit"`
+	Op           string `json:"op"`
+	Lane         string `json:"lane,omitempty"`
+	TokensBefore int    `json:"tokens_before,omitempty"`
+	TokensAfter  int    `json:"tokens_after,omitempty"`
+	// How: "llm", "cache", "pointer" or "extractive" (the model was
+	// unavailable).
+	How string `json:"how,omitempty"`
+}
+
+// CompactionSkip is a unit the planner left alone, with its reason.
+type CompactionSkip struct {
+	Unit   string `json:"unit"`
+	Reason string `json:"reason"`
+}
+
+// CompactionCompletedData is the payload of compaction.completed: what was
+// planned, applied and skipped, and what it cost. Error is set when the
+// context could not be compacted (it is then unchanged).
 type CompactionCompletedData struct {
-	TaskID       string `json:"task_id"`
-	TokensBefore int    `json:"tokens_before"`
-	TokensAfter  int    `json:"tokens_after"`
-	LLMCalls     int    `json:"llm_calls"`
-	CacheHits    int    `json:"cache_hits"`
+	TaskID       string           `json:"task_id"`
+	Mode         string           `json:"mode,omitempty"`
+	Tier         string           `json:"tier,omitempty"`
+	TokensBefore int              `json:"tokens_before"`
+	TokensAfter  int              `json:"tokens_after"`
+	TargetTokens int              `json:"target_tokens,omitempty"`
+	Planned      []CompactionOp   `json:"planned,omitempty"`
+	Applied      []CompactionOp   `json:"applied,omitempty"`
+	Skipped      []CompactionSkip `json:"skipped,omitempty"`
+	LLMCalls     int              `json:"llm_calls"`
+	CacheHits    int              `json:"cache_hits"`
+	ElapsedMS    int64            `json:"elapsed_ms"`
+	Error        string           `json:"error,omitempty"`
+}
+
+func (d CompactionCompletedData) Validate() error {
+	if d.TaskID == "" {
+		return errors.New("field task_id: required")
+	}
+	return nil
 }
 
 // SessionCompletedData is the payload of session.completed.
 type SessionCompletedData struct {
-	Tasks      int `json:"tasks"`
-	Iterations int `json:"iterations"`
-	Tokens     int `json:"tokens"`
+	Tasks           int `json:"tasks"`
+	Iterations      int `json:"iterations"`
+	Tokens          int `json:"tokens"`
+	Compactions     int `json:"compactions,omitempty"`
+	CompactedTokens int `json:"compacted_tokens,omitempty"`
 }
 
 // SessionFailedData is the payload of session.failed.
 type SessionFailedData struct {
-	Reason     string `json:"reason"`
-	Iterations int    `json:"iterations"`
-	Tokens     int    `json:"tokens"`
+	Reason      string `json:"reason"`
+	Iterations  int    `json:"iterations"`
+	Tokens      int    `json:"tokens"`
+	Compactions int    `json:"compactions,omitempty"`
 }
 
 func (d SessionFailedData) Validate() error {

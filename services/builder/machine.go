@@ -29,8 +29,11 @@ const (
 	// PhaseDecomposing: decompose.requested is out; waiting for
 	// task.decomposed.
 	PhaseDecomposing Phase = "decomposing"
-	PhaseCompleted   Phase = "completed"
-	PhaseFailed      Phase = "failed"
+	// PhaseCompacting: compaction.requested is out; waiting for
+	// compaction.completed.
+	PhaseCompacting Phase = "compacting"
+	PhaseCompleted  Phase = "completed"
+	PhaseFailed     Phase = "failed"
 	// PhaseEscalated pauses the session until a person resumes it.
 	PhaseEscalated Phase = "escalated"
 )
@@ -108,8 +111,17 @@ type State struct {
 	Tokens    int           `json:"tokens"`
 	Reason    string        `json:"reason,omitempty"`
 	// Signal is the stuck signal an intervention in flight answers.
-	Signal  *events.Signal `json:"signal,omitempty"`
-	Pending []Command      `json:"pending,omitempty"`
+	Signal *events.Signal `json:"signal,omitempty"`
+	// ContextTokens is the current task's context after the last step.
+	ContextTokens int `json:"context_tokens,omitempty"`
+	// Compactions and CompactedTokens count the compactions of the session
+	// and the tokens they took out of the context.
+	Compactions     int `json:"compactions,omitempty"`
+	CompactedTokens int `json:"compacted_tokens,omitempty"`
+	// JustCompacted marks the next iteration's record as the first after a
+	// compaction, which the stuck detector's compaction_loop looks for.
+	JustCompacted bool      `json:"just_compacted,omitempty"`
+	Pending       []Command `json:"pending,omitempty"`
 }
 
 // CurrentTask is the task being worked on.
@@ -146,6 +158,12 @@ func Start(session string, d events.SessionStartedData, defaults events.Limits, 
 	}
 	if lim.MaxSubtasks == 0 {
 		lim.MaxSubtasks = defaults.MaxSubtasks
+	}
+	if lim.ContextWindow == 0 {
+		lim.ContextWindow = defaults.ContextWindow
+	}
+	if lim.CompactAt == 0 {
+		lim.CompactAt = defaults.CompactAt
 	}
 	s := State{Session: session, Workspace: d.Workspace, Limits: lim, Current: -1}
 	for _, t := range d.PRD.Tasks {
@@ -184,6 +202,13 @@ type Pruned struct {
 type Decomposed struct {
 	Step int
 	Data events.TaskDecomposedData
+}
+
+// Compacted is the summarizer's answer to the compaction requested at step
+// Step.
+type Compacted struct {
+	Step int
+	Data events.CompactionCompletedData
 }
 
 // Resumed is a person's guidance for the session escalated at step Step.
@@ -225,6 +250,11 @@ func Next(s State, in any, now time.Time) (State, []Command, error) {
 			return s, nil, ErrStale
 		}
 		return s.decomposed(ev, now)
+	case Compacted:
+		if s.Phase != PhaseCompacting || ev.Step != s.Step {
+			return s, nil, ErrStale
+		}
+		return s.compacted(ev, now)
 	case Resumed:
 		if s.Phase != PhaseEscalated {
 			if s.Step > ev.Step {
@@ -256,6 +286,8 @@ func (s State) iterationDone(ev IterationDone, now time.Time) (State, []Command,
 	if rec.ClaimedDone {
 		t.Summary = rec.AssistantText
 	}
+	s.ContextTokens = rec.ContextTokens
+	s.JustCompacted = false
 	s.Phase = PhaseAnalyzing
 	return s, []Command{s.publish(events.IterationCompleted, rec, now)}, nil
 }
@@ -277,6 +309,39 @@ func (s State) analyzed(ev Analyzed, now time.Time) (State, []Command, error) {
 			FilesChanged: t.FilesChanged, Attempt: t.Attempts,
 		}, now)}, nil
 	}
+	if reason := s.limitReached(); reason != "" {
+		return s.fail(reason, now)
+	}
+	if s.Limits.CompactAt > 0 && s.ContextTokens >= s.Limits.CompactAt {
+		// Explore -> compact -> continue: the context is compacted before
+		// the next step, so that step still fits the model's window.
+		s.Phase = PhaseCompacting
+		return s, []Command{s.publish(events.CompactionRequested, events.CompactionRequestedData{
+			TaskID: t.ID, Goal: t.ID + ": " + t.Title, ContextTokens: s.ContextTokens, LimitTokens: s.Limits.ContextWindow,
+			Iteration: s.Iteration, Turn: t.Turns, FilesChanged: slices.Clone(t.FilesChanged),
+		}, now)}, nil
+	}
+	return s.continueTask(nil, now)
+}
+
+// compacted goes on with the compacted context. A failed compaction is
+// survivable while the context still fits the model's window: the next
+// step's compaction may succeed; past the window it is not.
+func (s State) compacted(ev Compacted, now time.Time) (State, []Command, error) {
+	d := ev.Data
+	if d.Error != "" {
+		if s.ContextTokens >= s.Limits.ContextWindow {
+			return s.fail(fmt.Sprintf("context of task %s is %d tokens, over the model's window of %d, and compaction failed: %s",
+				s.CurrentTask().ID, s.ContextTokens, s.Limits.ContextWindow, d.Error), now)
+		}
+		return s.continueTask(nil, now)
+	}
+	s.Compactions++
+	if saved := d.TokensBefore - d.TokensAfter; saved > 0 {
+		s.CompactedTokens += saved
+	}
+	s.ContextTokens = d.TokensAfter
+	s.JustCompacted = true
 	return s.continueTask(nil, now)
 }
 
@@ -465,12 +530,8 @@ func (s State) critiqued(ev Critiqued, now time.Time) (State, []Command, error) 
 // continueTask requests the next iteration of the current task unless a
 // limit says stop.
 func (s State) continueTask(app *Append, now time.Time) (State, []Command, error) {
-	t := s.CurrentTask()
-	if t.Turns >= s.Limits.MaxTurnsPerTask {
-		return s.fail(fmt.Sprintf("task %s used all %d turns without being approved", t.ID, s.Limits.MaxTurnsPerTask), now)
-	}
-	if s.Iteration >= s.Limits.MaxIterations {
-		return s.fail(fmt.Sprintf("session reached max_iterations (%d)", s.Limits.MaxIterations), now)
+	if reason := s.limitReached(); reason != "" {
+		return s.fail(reason, now)
 	}
 	var cmds []Command
 	if app != nil {
@@ -479,6 +540,18 @@ func (s State) continueTask(app *Append, now time.Time) (State, []Command, error
 	s.Step++
 	s.Phase = PhaseIterating
 	return s, append(cmds, s.publish(events.IterationRequested, events.IterationRequestedData{Iteration: s.Iteration + 1}, now)), nil
+}
+
+// limitReached says which limit stops the current task, if one does.
+func (s *State) limitReached() string {
+	t := s.CurrentTask()
+	if t.Turns >= s.Limits.MaxTurnsPerTask {
+		return fmt.Sprintf("task %s used all %d turns without being approved", t.ID, s.Limits.MaxTurnsPerTask)
+	}
+	if s.Iteration >= s.Limits.MaxIterations {
+		return fmt.Sprintf("session reached max_iterations (%d)", s.Limits.MaxIterations)
+	}
+	return ""
 }
 
 // startNextTask moves to the first pending task whose dependencies are done,
@@ -506,11 +579,12 @@ func (s *State) startNextTask(now time.Time) []Command {
 			if t.Status != TaskDone {
 				s.Phase = PhaseFailed
 				s.Reason = fmt.Sprintf("no runnable task: %s is %s", t.ID, t.Status)
-				return []Command{s.publish(events.SessionFailed, events.SessionFailedData{Reason: s.Reason, Iterations: s.Iteration, Tokens: s.Tokens}, now)}
+				return []Command{s.publish(events.SessionFailed, events.SessionFailedData{Reason: s.Reason, Iterations: s.Iteration, Tokens: s.Tokens, Compactions: s.Compactions}, now)}
 			}
 		}
 		s.Phase = PhaseCompleted
-		return []Command{s.publish(events.SessionCompleted, events.SessionCompletedData{Tasks: len(s.Tasks), Iterations: s.Iteration, Tokens: s.Tokens}, now)}
+		return []Command{s.publish(events.SessionCompleted, events.SessionCompletedData{Tasks: len(s.Tasks), Iterations: s.Iteration, Tokens: s.Tokens,
+			Compactions: s.Compactions, CompactedTokens: s.CompactedTokens}, now)}
 	}
 	s.Current = next
 	t := &s.Tasks[next]
@@ -583,7 +657,7 @@ func SubtaskContext(parent TaskState, id string) string {
 func (s State) fail(reason string, now time.Time) (State, []Command, error) {
 	s.Phase = PhaseFailed
 	s.Reason = reason
-	return s, []Command{s.publish(events.SessionFailed, events.SessionFailedData{Reason: reason, Iterations: s.Iteration, Tokens: s.Tokens}, now)}, nil
+	return s, []Command{s.publish(events.SessionFailed, events.SessionFailedData{Reason: reason, Iterations: s.Iteration, Tokens: s.Tokens, Compactions: s.Compactions}, now)}, nil
 }
 
 func (s *State) taskIndex(id string) int {

@@ -547,3 +547,86 @@ func TestResumeGuards(t *testing.T) {
 		t.Fatalf("duplicate resume: err %v, want ErrStale", err)
 	}
 }
+
+// withContext sets the iteration's context size.
+func withContext(n int) func(*events.IterationRecord) {
+	return func(r *events.IterationRecord) { r.ContextTokens = n }
+}
+
+func TestCompactionOrchestrator(t *testing.T) {
+	lim := defaults
+	lim.MaxTurnsPerTask, lim.MaxIterations, lim.MaxTotalTokens = 50, 50, 1_000_000
+	lim.ContextWindow, lim.CompactAt = 10_000, 7_000
+	s, _ := Start("s1", twoTasks(), lim, t0)
+
+	// Under the threshold: no compaction.
+	s, _ = step(t, s, record(s, 10, withContext(6_999)))
+	s, cmds := step(t, s, Analyzed{Step: s.Step})
+	if s.Phase != PhaseIterating || !eq(published(cmds), []events.Type{events.IterationRequested}) {
+		t.Fatalf("under the threshold: phase %s, published %v", s.Phase, published(cmds))
+	}
+	// At the threshold: explore -> compact -> continue, several times.
+	for cycle := 1; cycle <= 3; cycle++ {
+		s, _ = step(t, s, record(s, 10, withContext(7_000), func(r *events.IterationRecord) { r.FilesChanged = []string{"draft.md"} }))
+		s, cmds = step(t, s, Analyzed{Step: s.Step})
+		if s.Phase != PhaseCompacting {
+			t.Fatalf("cycle %d: phase %s, want compacting", cycle, s.Phase)
+		}
+		req := payload[events.CompactionRequestedData](t, cmds, events.CompactionRequested)
+		if req.TaskID != "T1" || req.ContextTokens != 7_000 || req.LimitTokens != 10_000 || !eq(req.FilesChanged, []string{"draft.md"}) {
+			t.Fatalf("cycle %d: request %+v", cycle, req)
+		}
+		s, cmds = step(t, s, Compacted{Step: s.Step, Data: events.CompactionCompletedData{TaskID: "T1", TokensBefore: 7_000, TokensAfter: 3_000}})
+		if s.Phase != PhaseIterating || !eq(published(cmds), []events.Type{events.IterationRequested}) {
+			t.Fatalf("cycle %d after compaction: phase %s, published %v", cycle, s.Phase, published(cmds))
+		}
+		if s.Compactions != cycle || s.CompactedTokens != 4_000*cycle || s.ContextTokens != 3_000 || !s.JustCompacted {
+			t.Fatalf("cycle %d: compactions %d, compacted %d, context %d, just %v", cycle, s.Compactions, s.CompactedTokens, s.ContextTokens, s.JustCompacted)
+		}
+	}
+	// A compaction that failed while the context still fits: go on.
+	s, _ = step(t, s, record(s, 10, withContext(8_000)))
+	if s.JustCompacted {
+		t.Fatal("JustCompacted survives the step after the compaction")
+	}
+	s, _ = step(t, s, Analyzed{Step: s.Step})
+	s, _ = step(t, s, Compacted{Step: s.Step, Data: events.CompactionCompletedData{TaskID: "T1", Error: "summarizer model down"}})
+	if s.Phase != PhaseIterating || s.Compactions != 3 {
+		t.Fatalf("failed compaction under the window: phase %s, compactions %d", s.Phase, s.Compactions)
+	}
+	// Over the window and compaction failed: stop with the reason.
+	s, _ = step(t, s, record(s, 10, withContext(10_500)))
+	s, _ = step(t, s, Analyzed{Step: s.Step})
+	s, cmds = step(t, s, Compacted{Step: s.Step, Data: events.CompactionCompletedData{TaskID: "T1", Error: "summarizer model down"}})
+	if s.Phase != PhaseFailed || !strings.Contains(s.Reason, "over the model's window of 10000, and compaction failed: summarizer model down") {
+		t.Fatalf("failed compaction over the window: phase %s, reason %q", s.Phase, s.Reason)
+	}
+	if f := payload[events.SessionFailedData](t, cmds, events.SessionFailed); f.Compactions != 3 {
+		t.Fatalf("failure reports %d compactions, want 3", f.Compactions)
+	}
+}
+
+func TestCompactionStopsAtTheLimits(t *testing.T) {
+	lim := defaults
+	lim.ContextWindow, lim.CompactAt = 10_000, 7_000
+	// The token budget is spent: the session fails with it rather than
+	// compacting.
+	s, _ := Start("s1", twoTasks(), lim, t0)
+	s, _ = step(t, s, record(s, lim.MaxTotalTokens, withContext(9_000)))
+	s, cmds := step(t, s, Analyzed{Step: s.Step})
+	if s.Phase != PhaseFailed || !eq(published(cmds), []events.Type{events.SessionFailed}) || !strings.Contains(s.Reason, "token budget exhausted") {
+		t.Fatalf("budget: phase %s, published %v, reason %q", s.Phase, published(cmds), s.Reason)
+	}
+	// The turn limit is reached: no compaction for a step that will not run.
+	s, _ = Start("s1", twoTasks(), lim, t0)
+	for i := 0; i < lim.MaxTurnsPerTask; i++ {
+		s, _ = step(t, s, record(s, 1, withContext(100)))
+		if i == lim.MaxTurnsPerTask-1 {
+			s.ContextTokens = 9_000
+		}
+		s, cmds = step(t, s, Analyzed{Step: s.Step})
+	}
+	if s.Phase != PhaseFailed || !strings.Contains(s.Reason, "used all 5 turns") {
+		t.Fatalf("turn limit: phase %s, reason %q", s.Phase, s.Reason)
+	}
+}

@@ -89,14 +89,23 @@ func New(d Deps) *Service {
 // Run consumes the builder's events until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	return s.d.Bus.Run(ctx, Name, map[events.Type]bus.Handler{
-		events.SessionStarted:     s.onStarted,
-		events.IterationRequested: s.onIteration,
-		events.IterationAnalyzed:  s.onAnalyzed,
-		events.CritiqueCompleted:  s.onCritique,
-		events.PruneCompleted:     s.onPruned,
-		events.TaskDecomposed:     s.onDecomposed,
-		events.SessionResumed:     s.onResumed,
+		events.SessionStarted:      s.onStarted,
+		events.IterationRequested:  s.onIteration,
+		events.IterationAnalyzed:   s.onAnalyzed,
+		events.CritiqueCompleted:   s.onCritique,
+		events.PruneCompleted:      s.onPruned,
+		events.TaskDecomposed:      s.onDecomposed,
+		events.SessionResumed:      s.onResumed,
+		events.CompactionCompleted: s.onCompacted,
 	}, s.d.Config.Run)
+}
+
+func (s *Service) onCompacted(ctx context.Context, env events.Envelope) error {
+	var d events.CompactionCompletedData
+	if err := env.Decode(&d); err != nil {
+		return err
+	}
+	return s.apply(ctx, env, Compacted{Step: env.Step, Data: d})
 }
 
 func (s *Service) onPruned(ctx context.Context, env events.Envelope) error {
@@ -361,7 +370,7 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 	}}
 	rec := events.IterationRecord{
 		Iteration: st.Iteration + 1, TaskID: t.ID, AssistantText: reply.Content,
-		Usage: reply.Usage, ClaimedDone: len(reply.Calls) == 0,
+		Usage: reply.Usage, ClaimedDone: len(reply.Calls) == 0, Compacted: st.JustCompacted,
 	}
 	exec := tools.NewExecutor(ws, sessionArtifacts{s.d.Store, env.Session}, s.d.Config.Tools)
 	for i, call := range reply.Calls {

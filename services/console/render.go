@@ -73,6 +73,42 @@ func Render(env events.Envelope) string {
 		if env.Decode(&d) == nil {
 			return fmt.Sprintf("%s ✋ session escalated: %s (tried: %s)", p, d.Reason, strings.Join(d.Tried, ", "))
 		}
+	case events.SessionResumed:
+		var d events.SessionResumedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s ▶ session resumed at task %s with guidance: %s", p, env.Task, firstLine(d.Message))
+		}
+	case events.PruneRequested:
+		var d events.PruneRequestedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s   pruning the context of %s (%s)", p, d.TaskID, d.Signal.Pattern)
+		}
+	case events.PruneCompleted:
+		var d events.PruneCompletedData
+		if env.Decode(&d) == nil {
+			if d.Error != "" {
+				return fmt.Sprintf("%s   pruning %s failed: %s", p, d.TaskID, d.Error)
+			}
+			return fmt.Sprintf("%s   pruned %s: %d → %d tokens, %d unit(s) removed, %d kept", p, d.TaskID, d.TokensBefore, d.TokensAfter, len(d.RemovedUnits), len(d.KeptUnits))
+		}
+	case events.DecomposeRequested:
+		var d events.DecomposeRequestedData
+		if env.Decode(&d) == nil {
+			return fmt.Sprintf("%s   decomposing %s (%s)", p, d.Task.ID, d.Signal.Pattern)
+		}
+	case events.TaskDecomposed:
+		var d events.TaskDecomposedData
+		if env.Decode(&d) == nil {
+			if d.Error != "" {
+				return fmt.Sprintf("%s   %s could not be decomposed: %s", p, d.ParentID, d.Error)
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s   %s split into %d subtasks:", p, d.ParentID, len(d.Subtasks))
+			for _, t := range d.Subtasks {
+				fmt.Fprintf(&b, "\n%s     · %s: %s", p, t.ID, t.Title)
+			}
+			return b.String()
+		}
 	}
 	return fmt.Sprintf("%s %s", p, env.Type)
 }

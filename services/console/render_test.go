@@ -37,9 +37,17 @@ func TestRender(t *testing.T) {
 		{events.SessionFailed, events.SessionFailedData{Reason: "task T1 used all 30 turns"}, []string{"session failed: task T1 used all 30 turns"}},
 		{events.SessionEscalated, events.SessionEscalatedData{Reason: "stuck", Tried: []string{"nudge:x", "escalate:x"}},
 			[]string{"session escalated: stuck (tried: nudge:x, escalate:x)"}},
+		{events.SessionResumed, events.SessionResumedData{Message: "use the v2 API\nand test it"}, []string{"session resumed at task T1 with guidance: use the v2 API …"}},
+		{events.PruneCompleted, events.PruneCompletedData{TaskID: "T1", TokensBefore: 900, TokensAfter: 300, RemovedUnits: []string{"a", "b"}, KeptUnits: []string{"c"}},
+			[]string{"pruned T1: 900 → 300 tokens, 2 unit(s) removed, 1 kept"}},
+		{events.PruneCompleted, events.PruneCompletedData{TaskID: "T1", Error: "context kept changing"}, []string{"pruning T1 failed: context kept changing"}},
+		{events.TaskDecomposed, events.TaskDecomposedData{ParentID: "T1", Subtasks: []prd.Task{
+			{ID: "T1.1", Title: "first", AcceptanceCriteria: []string{"a"}}, {ID: "T1.2", Title: "second", AcceptanceCriteria: []string{"b"}}}},
+			[]string{"T1 split into 2 subtasks:", "· T1.1: first", "· T1.2: second"}},
+		{events.TaskDecomposed, events.TaskDecomposedData{ParentID: "T1", Error: "not JSON"}, []string{"T1 could not be decomposed: not JSON"}},
 	}
 	for _, c := range cases {
-		t.Run(string(c.typ), func(t *testing.T) {
+		t.Run(string(c.typ)+" "+c.want[0], func(t *testing.T) {
 			env := events.Must(c.typ, "s1", "T1", 1, at, c.payload)
 			got := Render(env)
 			for _, w := range c.want {

@@ -48,7 +48,7 @@ func newRoot() *cobra.Command {
 	}
 	// Flag and argument errors are bad input: exit 2.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{code: 2, err: err} })
-	root.AddCommand(newUpCmd(), newServiceCmd(), newRunCmd(), newReplayCmd(), newStuckCmd(), newConfigCmd(), newDemoCmd())
+	root.AddCommand(newUpCmd(), newServiceCmd(), newRunCmd(), newResumeCmd(), newCompactCmd(), newReplayCmd(), newStuckCmd(), newConfigCmd(), newDemoCmd())
 	return root
 }
 

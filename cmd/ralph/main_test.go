@@ -288,7 +288,9 @@ func startServices(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.RunServices(ctx, "builder", "critic", "stuckdetector") }()
+	go func() {
+		done <- m.RunServices(ctx, "builder", "critic", "stuckdetector", "pruner", "decomposer", "summarizer")
+	}()
 	t.Cleanup(func() { cancel(); <-done; m.Close() })
 }
 

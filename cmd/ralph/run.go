@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,7 +25,10 @@ import (
 	"github.com/ralphmesh/ralph/services/builder"
 	"github.com/ralphmesh/ralph/services/console"
 	"github.com/ralphmesh/ralph/services/critic"
+	"github.com/ralphmesh/ralph/services/decomposer"
+	"github.com/ralphmesh/ralph/services/pruner"
 	"github.com/ralphmesh/ralph/services/stuckdetector"
+	"github.com/ralphmesh/ralph/services/summarizer"
 )
 
 func newRunCmd() *cobra.Command {
@@ -125,7 +129,7 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 	svcCtx, stopServices := context.WithCancel(ctx)
 	svcDone := make(chan error, 1)
 	if inProcess {
-		names := []string{builder.Name, critic.Name, stuckdetector.Name}
+		names := []string{builder.Name, critic.Name, stuckdetector.Name, pruner.Name, decomposer.Name, summarizer.Name}
 		// Build every service before publishing, so a missing LLM endpoint
 		// is reported before anything is started.
 		for _, n := range names {
@@ -156,10 +160,24 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 	if err := m.Bus.Publish(ctx, start); err != nil {
 		return outcome{}, err
 	}
+	return followSession(ctx, cfg, m, start.Session, "", out, asJSON, inProcess, begin)
+}
+
+// followSession prints the session's events live until it ends and turns
+// the end into the exit status. When after is set, the events before the
+// one with that id are history: they are not printed or counted.
+func followSession(ctx context.Context, cfg config.Config, m *mesh.Mesh, session, after string, out io.Writer, asJSON, inProcess bool, begin time.Time) (outcome, error) {
 	var res outcome
 	followCtx, cancel := context.WithTimeout(ctx, cfg.Run.Timeout)
 	defer cancel()
-	err = m.Bus.Follow(followCtx, start.Session, func(env events.Envelope) (bool, error) {
+	history := after != ""
+	err := m.Bus.Follow(followCtx, session, func(env events.Envelope) (bool, error) {
+		if history {
+			if env.ID != after {
+				return false, nil
+			}
+			history = false
+		}
 		if asJSON {
 			b, _ := json.Marshal(env)
 			fmt.Fprintln(out, string(b))
@@ -170,21 +188,21 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 		return env.Type.Terminal(), nil
 	})
 	res.Elapsed = time.Since(begin)
-	res.Usage, _ = m.Store.Usage(context.WithoutCancel(ctx), start.Session)
+	res.Usage, _ = m.Store.Usage(context.WithoutCancel(ctx), session)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return res, fmt.Errorf("session %s did not end within %s (RALPH_RUN_TIMEOUT)", start.Session, cfg.Run.Timeout)
+			return res, fmt.Errorf("session %s did not end within %s (RALPH_RUN_TIMEOUT)", session, cfg.Run.Timeout)
 		}
 		if ctx.Err() != nil {
 			if inProcess {
-				return res, fmt.Errorf("interrupted: session %s stopped with this process's in-process mesh", start.Session)
+				return res, fmt.Errorf("interrupted: session %s stopped with this process's in-process mesh", session)
 			}
-			return res, fmt.Errorf("interrupted: stopped following session %s; it goes on on the mesh (`ralph replay %s` shows it)", start.Session, start.Session)
+			return res, fmt.Errorf("interrupted: stopped following session %s; it goes on on the mesh (`ralph replay %s` shows it)", session, session)
 		}
-		return res, fmt.Errorf("follow session %s: %w", start.Session, err)
+		return res, fmt.Errorf("follow session %s: %w", session, err)
 	}
 	if !asJSON {
-		printSummary(out, start.Session, res, inProcess)
+		printSummary(out, session, res, inProcess)
 	}
 	switch res.Final.Type {
 	case events.SessionCompleted:
@@ -192,11 +210,12 @@ func runSession(ctx context.Context, cfg config.Config, log *zap.Logger, start e
 	case events.SessionFailed:
 		var d events.SessionFailedData
 		_ = res.Final.Decode(&d)
-		return res, exitError{code: 1, err: fmt.Errorf("session %s failed: %s", start.Session, d.Reason)}
+		return res, exitError{code: 1, err: fmt.Errorf("session %s failed: %s", session, d.Reason)}
 	default:
 		var d events.SessionEscalatedData
 		_ = res.Final.Decode(&d)
-		return res, exitError{code: 1, err: fmt.Errorf("session %s escalated: %s", start.Session, d.Reason)}
+		return res, exitError{code: 1, err: fmt.Errorf("session %s escalated: %s (tried: %s); give guidance with `ralph resume %s --message \"...\"`",
+			session, d.Reason, strings.Join(d.Tried, ", "), session)}
 	}
 }
 
@@ -239,7 +258,7 @@ func printSummary(out io.Writer, session string, o outcome, inProcess bool) {
 	fmt.Fprintf(out, "\nsummary of %s: %s in %s\n", session, o.Final.Type, o.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "  iterations %d, LLM tokens %d, critic verdicts %d approved / %d changes requested, stuck signals %d\n",
 		o.Iterations, o.Tokens, o.Approved, o.Rejected, o.Signals)
-	for _, role := range []string{"builder", "critic"} {
+	for _, role := range []string{"builder", "critic", "pruner", "decomposer", "summarizer"} {
 		if calls := o.Usage[role+":calls"]; calls > 0 {
 			fmt.Fprintf(out, "  %s model: %d calls, %d input / %d output tokens\n", role, calls, o.Usage[role+":input"], o.Usage[role+":output"])
 		}

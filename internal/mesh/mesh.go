@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
@@ -30,11 +31,14 @@ import (
 	"github.com/ralphmesh/ralph/services/builder"
 	"github.com/ralphmesh/ralph/services/console"
 	"github.com/ralphmesh/ralph/services/critic"
+	"github.com/ralphmesh/ralph/services/decomposer"
+	"github.com/ralphmesh/ralph/services/pruner"
 	"github.com/ralphmesh/ralph/services/stuckdetector"
+	"github.com/ralphmesh/ralph/services/summarizer"
 )
 
 // Services lists the services this build has, in start order.
-var Services = []string{builder.Name, critic.Name, stuckdetector.Name, console.Name}
+var Services = []string{builder.Name, critic.Name, stuckdetector.Name, pruner.Name, decomposer.Name, summarizer.Name, console.Name}
 
 // Options say what may be embedded.
 type Options struct {
@@ -225,7 +229,9 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		}
 		return builder.New(builder.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log, Metrics: m.Metrics,
 			Config: builder.Config{
-				Limits:            events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens},
+				Limits: events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens,
+					MaxDecomposeDepth: cfg.Decomposer.MaxDepth, MaxSubtasks: cfg.Decomposer.MaxSubtasks,
+					ContextWindow: cfg.Builder.ContextWindow, CompactAt: cfg.CompactAt()},
 				Tools:             tools.Options{ShellTimeout: cfg.Builder.ShellTimeout, OutputCap: cfg.Builder.OutputCap},
 				InlineOutputBytes: cfg.Builder.InlineOutputBytes, MaxTokens: cfg.Builder.MaxTokens, Run: m.runOptions(),
 			}}), nil
@@ -239,6 +245,41 @@ func (m *Mesh) Service(name string) (Runner, error) {
 	case stuckdetector.Name:
 		return stuckdetector.New(stuckdetector.Deps{Bus: m.Bus, Store: m.Store, Log: log, Run: m.runOptions(), Metrics: m.Metrics,
 			Config: stuckdetector.Config{Window: cfg.Stuck.Window, RepeatThreshold: cfg.Stuck.RepeatThreshold, SimilarityThreshold: cfg.Stuck.SimilarityThreshold}}), nil
+	case decomposer.Name:
+		model, err := m.model(llm.RoleDecomposer, cfg.Decomposer.Role)
+		if err != nil {
+			return nil, err
+		}
+		return decomposer.New(decomposer.Deps{Bus: m.Bus, Model: model, Log: log,
+			Config: decomposer.Config{MaxSubtasks: cfg.Decomposer.MaxSubtasks, Run: m.runOptions()}}), nil
+	case pruner.Name:
+		model, err := m.model(llm.RolePruner, cfg.Pruner.Role)
+		if err != nil {
+			return nil, err
+		}
+		tok, err := m.Tokens()
+		if err != nil {
+			return nil, err
+		}
+		return pruner.New(pruner.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
+			Config: pruner.Config{MaxPrunedTokens: cfg.Pruner.MaxPrunedTokens, ChunkTokens: cfg.Pruner.ChunkTokens,
+				NoteTokens: cfg.Pruner.NoteTokens, LimitTokens: cfg.Builder.ContextWindow, Run: m.runOptions()}}), nil
+	case summarizer.Name:
+		model, err := m.model(llm.RoleSummarizer, cfg.Summarizer)
+		if err != nil {
+			return nil, err
+		}
+		tok, err := m.Tokens()
+		if err != nil {
+			return nil, err
+		}
+		opts, err := CompactionOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return summarizer.New(summarizer.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
+			Config: summarizer.Config{Options: opts, MaxSummaryTokens: cfg.Compaction.MaxSummaryTokens, CacheTTL: cfg.Compaction.CacheTTL,
+				Advisor: cfg.Compaction.Advisor, Run: m.runOptions()}}), nil
 	case console.Name:
 		out := m.opts.Console
 		if out == nil {
@@ -246,7 +287,25 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		}
 		return console.New(console.Deps{Bus: m.Bus, Out: out}), nil
 	}
-	return nil, fmt.Errorf("unknown service %q (have: builder, critic, stuckdetector, console)", name)
+	return nil, fmt.Errorf("unknown service %q (have: %s)", name, strings.Join(Services, ", "))
+}
+
+// CompactionOptions are the planner's options from the configuration: the
+// knobs `ralph config` shows, the rest at the planner's defaults.
+func CompactionOptions(cfg config.Config) (compaction.Options, error) {
+	o := compaction.DefaultOptions()
+	c := cfg.Compaction
+	if c.Mode != "off" {
+		o.Mode = compaction.Mode(c.Mode)
+	}
+	o.PressureRatio, o.CriticalRatio, o.TargetRatio = c.PressureRatio, c.CriticalRatio, c.TargetRatio
+	o.RecentTurns, o.MaxCallsPerIteration, o.MinGainTokens = c.RecentTurns, c.MaxCallsPerIteration, c.MinGainTokens
+	o.CooldownIterations, o.AdvisorTimeout = c.CooldownIterations, c.AdvisorTimeout
+	o.Model = cfg.Summarizer.Model
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("RALPH_COMPACTION_*: %w", err)
+	}
+	return o, nil
 }
 
 // RunServices builds and runs the named services until ctx ends; the first

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"text/template"
@@ -35,8 +36,9 @@ type Config struct {
 	Critic     Critic     `split_words:"true"`
 	Stuck      Stuck      `split_words:"true"`
 	Summarizer Role       `split_words:"true"`
-	Pruner     Role       `split_words:"true"`
-	Decomposer Role       `split_words:"true"`
+	Compaction Compaction `split_words:"true"`
+	Pruner     Pruner     `split_words:"true"`
+	Decomposer Decomposer `split_words:"true"`
 	Up         Up         `split_words:"true"`
 	Run        RunCommand `split_words:"true"`
 }
@@ -113,6 +115,38 @@ type Stuck struct {
 	SimilarityThreshold float64 `split_words:"true" default:"0.9" desc:"text similarity that counts as a repeat"`
 }
 
+// Compaction configures the compaction orchestrator (builder) and planner
+// (summarizer). The planner's finer knobs keep their defaults.
+type Compaction struct {
+	Mode                 string        `split_words:"true" default:"tiered_adaptive" desc:"off, legacy (one summary of everything), tiered or tiered_adaptive"`
+	PressureRatio        float64       `split_words:"true" default:"0.70" desc:"share of the builder's context window at which it asks for compaction"`
+	CriticalRatio        float64       `split_words:"true" default:"0.90" desc:"share at which protected lanes may be compacted as a last resort"`
+	TargetRatio          float64       `split_words:"true" default:"0.50" desc:"share of the window a compaction aims for"`
+	RecentTurns          int           `split_words:"true" default:"2" desc:"units used in this many recent turns stay raw"`
+	MaxCallsPerIteration int           `split_words:"true" default:"4" desc:"compactor LLM calls one iteration may spend"`
+	MinGainTokens        int           `split_words:"true" default:"50" desc:"an operation saving fewer tokens is skipped (no_gain)"`
+	CooldownIterations   int           `split_words:"true" default:"3" desc:"iterations a label rests after repeated overshoot"`
+	MaxSummaryTokens     int           `split_words:"true" default:"2000" desc:"bound of a checkpoint summary"`
+	CacheTTL             time.Duration `split_words:"true" default:"24h" desc:"lifetime of cached compaction results"`
+	Advisor              bool          `split_words:"true" default:"false" desc:"let the summarizer model rank near-tied candidates"`
+	AdvisorTimeout       time.Duration `split_words:"true" default:"5s" desc:"how long the advisor may take"`
+}
+
+// Pruner configures the context pruner.
+type Pruner struct {
+	Role
+	MaxPrunedTokens int `split_words:"true" default:"8000" desc:"token bound of a pruned context (protected units are kept whole even beyond it)"`
+	ChunkTokens     int `split_words:"true" default:"6000" desc:"removed context is summarised in chunks of whole units of about this many tokens"`
+	NoteTokens      int `split_words:"true" default:"600" desc:"max output tokens of the note on what was removed"`
+}
+
+// Decomposer configures task decomposition.
+type Decomposer struct {
+	Role
+	MaxSubtasks int `split_words:"true" default:"4" desc:"most subtasks one decomposition may create (at least 2)"`
+	MaxDepth    int `split_words:"true" default:"2" desc:"subtasks at this depth are not decomposed again"`
+}
+
 // Up configures the embedded servers of `ralph up`.
 type Up struct {
 	NATSPort  int    `split_words:"true" default:"4222" desc:"port of the embedded NATS server (-1: random)"`
@@ -165,6 +199,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("RALPH_BUILDER_MAX_*: limits must be >= 1")
 	case c.Stuck.Window < 2:
 		return fmt.Errorf("RALPH_STUCK_WINDOW: must be >= 2")
+	case c.Decomposer.MaxSubtasks < 2:
+		return fmt.Errorf("RALPH_DECOMPOSER_MAX_SUBTASKS: must be >= 2 (one subtask is the task again), got %d", c.Decomposer.MaxSubtasks)
+	case c.Decomposer.MaxDepth < 0:
+		return fmt.Errorf("RALPH_DECOMPOSER_MAX_DEPTH: must be >= 0, got %d", c.Decomposer.MaxDepth)
+	case c.Pruner.MaxPrunedTokens < 1 || c.Pruner.ChunkTokens < 1 || c.Pruner.NoteTokens < 1:
+		return fmt.Errorf("RALPH_PRUNER_*_TOKENS: must be >= 1")
+	case !slices.Contains([]string{"off", "legacy", "tiered", "tiered_adaptive"}, c.Compaction.Mode):
+		return fmt.Errorf("RALPH_COMPACTION_MODE: %q is not one of off, legacy, tiered, tiered_adaptive", c.Compaction.Mode)
+	case !(0 < c.Compaction.TargetRatio && c.Compaction.TargetRatio < c.Compaction.PressureRatio &&
+		c.Compaction.PressureRatio <= c.Compaction.CriticalRatio && c.Compaction.CriticalRatio <= 1):
+		return fmt.Errorf("RALPH_COMPACTION_*_RATIO: want 0 < target (%v) < pressure (%v) <= critical (%v) <= 1",
+			c.Compaction.TargetRatio, c.Compaction.PressureRatio, c.Compaction.CriticalRatio)
+	case c.Builder.ContextWindow < 1:
+		return fmt.Errorf("RALPH_BUILDER_CONTEXT_WINDOW: must be >= 1")
 	}
 	return nil
 }
@@ -211,4 +259,13 @@ func show(secret string, v reflect.Value) string {
 		}
 	}
 	return s
+}
+
+// CompactAt is the context size at which the builder asks for compaction,
+// 0 when compaction is off.
+func (c Config) CompactAt() int {
+	if c.Compaction.Mode == "off" {
+		return 0
+	}
+	return int(c.Compaction.PressureRatio * float64(c.Builder.ContextWindow))
 }

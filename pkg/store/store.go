@@ -378,3 +378,59 @@ func (s *Store) Usage(ctx context.Context, session string) (map[string]int64, er
 	}
 	return out, nil
 }
+
+// LoadCompaction reads the compaction history of a task (realised ratios,
+// cooldowns, calls spent) into v; found is false before the first
+// compaction.
+func (s *Store) LoadCompaction(ctx context.Context, session, task string, v any) (found bool, err error) {
+	key := s.key(session, "compaction", task)
+	raw, err := s.rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read compaction history %s: redis: %w", key, err)
+	}
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return false, fmt.Errorf("read compaction history %s: decode: %w", key, err)
+	}
+	return true, nil
+}
+
+// SaveCompaction writes the compaction history of a task.
+func (s *Store) SaveCompaction(ctx context.Context, session, task string, v any) error {
+	key := s.key(session, "compaction", task)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("write compaction history %s: encode: %w", key, err)
+	}
+	if err := s.rdb.Set(ctx, key, b, s.ttl).Err(); err != nil {
+		return fmt.Errorf("write compaction history %s: redis: %w", key, err)
+	}
+	return nil
+}
+
+// cacheKey is shared by every session: the same payload compacted the same
+// way is the same result whoever asks.
+func (s *Store) cacheKey(key string) string { return s.prefix + ":cache:" + key }
+
+// CachedCompaction returns a compaction result stored under key (a
+// compaction.CacheKey).
+func (s *Store) CachedCompaction(ctx context.Context, key string) (string, bool, error) {
+	v, err := s.rdb.Get(ctx, s.cacheKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read compaction cache %s: redis: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// CacheCompaction stores a compaction result under key for ttl.
+func (s *Store) CacheCompaction(ctx context.Context, key, result string, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.cacheKey(key), result, ttl).Err(); err != nil {
+		return fmt.Errorf("write compaction cache %s: redis: %w", key, err)
+	}
+	return nil
+}

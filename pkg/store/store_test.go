@@ -826,3 +826,41 @@ func TestReplaceUnitsCompareAndSet(t *testing.T) {
 		t.Error("replace with a unit without id: want error")
 	}
 }
+
+func TestCompactionHistoryAndCache(t *testing.T) {
+	e := newStore(t)
+	ctx := context.Background()
+	type hist struct {
+		Iteration int                  `json:"iteration"`
+		Ratios    map[string][]float64 `json:"ratios"`
+	}
+	var h hist
+	if found, err := e.st.LoadCompaction(ctx, "s1", "T1", &h); err != nil || found {
+		t.Fatalf("before any compaction: found %v, err %v", found, err)
+	}
+	want := hist{Iteration: 4, Ratios: map[string][]float64{"compact_tool_output:run": {0.2, 0.31}}}
+	if err := e.st.SaveCompaction(ctx, "s1", "T1", want); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := e.st.LoadCompaction(ctx, "s1", "T1", &h); err != nil || !found || !reflect.DeepEqual(h, want) {
+		t.Fatalf("round trip: %+v, found %v, err %v", h, found, err)
+	}
+	if found, _ := e.st.LoadCompaction(ctx, "s1", "T2", &h); found {
+		t.Fatal("another task's history is not this one's")
+	}
+
+	if _, found, err := e.st.CachedCompaction(ctx, "abc"); err != nil || found {
+		t.Fatalf("empty cache: found %v, err %v", found, err)
+	}
+	if err := e.st.CacheCompaction(ctx, "abc", "the summary", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := e.st.CachedCompaction(ctx, "abc")
+	if err != nil || !found || got != "the summary" {
+		t.Fatalf("cache: %q, found %v, err %v", got, found, err)
+	}
+	ttl, err := e.st.Client().TTL(ctx, e.prefix+":cache:abc").Result()
+	if err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("cache entry TTL %v, err %v", ttl, err)
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCompactPlan(t *testing.T) {
+	doc := filepath.Join("..", "..", "pkg", "compaction", "testdata", "release_notes.json")
+	golden, err := os.ReadFile(filepath.Join("..", "..", "pkg", "compaction", "testdata", "release_notes.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, code, err := ralph(t, "compact", "plan", doc)
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	second, _, _ := ralph(t, "compact", "plan", doc)
+	if first != second {
+		t.Fatal("the same document gave two different plans")
+	}
+	if first != string(golden) {
+		t.Fatalf("plan differs from the planner's golden file:\n%s", first)
+	}
+	var plan struct {
+		Tier         string            `json:"tier"`
+		TokensBefore int               `json:"tokens_before"`
+		TargetTokens int               `json:"target_tokens"`
+		TokensAfter  int               `json:"tokens_after"`
+		Lanes        map[string]string `json:"lanes"`
+		Ops          []struct {
+			Unit        string  `json:"unit"`
+			Op          string  `json:"op"`
+			Lane        string  `json:"lane"`
+			TokensSaved int     `json:"tokens_saved"`
+			Harm        float64 `json:"harm"`
+		} `json:"ops"`
+		Skipped []struct {
+			Unit   string `json:"unit"`
+			Reason string `json:"reason"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(first), &plan); err != nil {
+		t.Fatalf("plan is not JSON: %v", err)
+	}
+	if plan.Tier == "" || plan.TokensBefore == 0 || len(plan.Lanes) == 0 || len(plan.Ops) == 0 || plan.TokensAfter > plan.TargetTokens {
+		t.Fatalf("plan lacks the CONTRACT.md fields or misses its target: %+v", plan)
+	}
+}
+
+func TestCompactPlanBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, content, want string
+	}{
+		{"missing", "", "no such file"},
+		{"bad.json", `{"limit_tokens": 100, "units": [`, "bad.json"},
+		{"unknown.json", `{"limit_tokens": 100, "current_turn": 1, "task": {"goal": "g"}, "units": [{"id": "u1", "role": "user", "kind": "message", "content": "x", "colour": "red"}]}`, "colour"},
+		{"kind.json", `{"limit_tokens": 100, "current_turn": 1, "task": {"goal": "g"}, "units": [{"id": "u1", "role": "user", "kind": "memo", "content": "x"}]}`, `units[0] (id "u1"): field kind`},
+		{"limit.json", `{"limit_tokens": 0, "current_turn": 1, "task": {"goal": "g"}, "units": []}`, "limit_tokens"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name)
+			if c.content != "" {
+				writeFile(t, dir, c.name, c.content)
+			}
+			out, code, err := ralph(t, "compact", "plan", path)
+			if code != 2 || err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("exit %d, err %v; want 2 naming %q\n%s", code, err, c.want, out)
+			}
+			if strings.Contains(out, "tokens_before") {
+				t.Fatalf("printed a plan for bad input:\n%s", out)
+			}
+		})
+	}
+}

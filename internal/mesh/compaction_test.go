@@ -1,0 +1,95 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/units"
+)
+
+// longSource is a file whose reading fills the context quickly.
+func longSource(name string, lines int) string {
+	var b strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&b, "%s line %d: the quarterly figures for region %d were reviewed and filed.\n", name, i, i%7)
+	}
+	return b.String()
+}
+
+// TestCompactionCyclesKeepTheSessionUnderItsWindow: a builder that reads
+// ten long sources, one per turn, then writes a report, in a context window
+// that holds about three of them. The builder asks for compaction each
+// time the context passes 70% of the window; the summarizer compacts the
+// old reads; the session completes with the task and system prompt intact.
+func TestCompactionCyclesKeepTheSessionUnderItsWindow(t *testing.T) {
+	var rules strings.Builder
+	rules.WriteString("rules:\n")
+	for i := 1; i <= 10; i++ {
+		// times: 1 makes the rules a sequence whatever the context holds
+		// after compaction.
+		fmt.Fprintf(&rules, "  - {model: builder, times: 1, reply: {content: \"Reading source %d and noting it.\", tool_calls: "+
+			"[{name: read_file, arguments: {path: src%02d.txt}}, {name: write_file, arguments: {path: notes/src%02d.md, content: \"source %d reviewed\\n\"}}]}}\n", i, i, i, i)
+	}
+	rules.WriteString(`  - {model: builder, times: 1, reply: {content: "Writing the report.", tool_calls: [{name: write_file, arguments: {path: report.md, content: "# Report\nAll ten sources reviewed.\n"}}]}}
+  - {model: builder, reply: {content: "report.md summarises all ten sources."}}
+  - {model: summarizer, reply: {content: "Read a source file: quarterly figures by region, reviewed and filed."}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`)
+	h := newHarness(t, parseScript(t, rules.String()))
+	h.cfg.Summarizer.Model = "summarizer"
+	h.cfg.Builder.ContextWindow = 6000
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector", "summarizer")
+	files := map[string]string{}
+	for i := 1; i <= 10; i++ {
+		name := fmt.Sprintf("src%02d.txt", i)
+		files[name] = longSource(name, 60)
+	}
+	ws := workspace(t, files)
+	h.start(m, "e2e-compact", parsePRD(t, `
+tasks:
+  - {id: R1, title: Report on the ten sources, acceptance_criteria: [report.md covers src01.txt to src10.txt]}
+`), ws)
+	got := h.wait(m, "e2e-compact")
+	if last := got[len(got)-1]; last.Type != events.SessionCompleted {
+		t.Fatalf("session ended with %s, want completed; events %v", last.Type, types(got))
+	}
+	done := eventsOf[events.SessionCompletedData](t, got, events.SessionCompleted)[0]
+	comps := eventsOf[events.CompactionCompletedData](t, got, events.CompactionCompleted)
+	reqs := eventsOf[events.CompactionRequestedData](t, got, events.CompactionRequested)
+	if len(comps) < 2 || done.Compactions != len(comps) {
+		t.Fatalf("%d compactions (session says %d), want several cycles", len(comps), done.Compactions)
+	}
+	for i, c := range comps {
+		t.Logf("compaction %d at %d tokens: %s, %d -> %d tokens, %d applied, %d skipped, %d LLM calls, %d cache hits",
+			i+1, reqs[i].ContextTokens, c.Tier, c.TokensBefore, c.TokensAfter, len(c.Applied), len(c.Skipped), c.LLMCalls, c.CacheHits)
+		if c.Error != "" || c.TokensAfter >= c.TokensBefore || len(c.Applied) == 0 || c.Tier == "normal" {
+			t.Fatalf("compaction %d: %+v", i, c)
+		}
+		if reqs[i].ContextTokens < 4200 {
+			t.Fatalf("compaction %d requested at %d tokens, under the threshold of 4200", i, reqs[i].ContextTokens)
+		}
+	}
+	// Every iteration's context stayed within the window.
+	for _, r := range eventsOf[events.IterationRecord](t, got, events.IterationCompleted) {
+		if r.ContextTokens > 6000 {
+			t.Fatalf("iteration %d had %d context tokens, over the window", r.Iteration, r.ContextTokens)
+		}
+	}
+	us, err := m.Store.Units(context.Background(), "e2e-compact", "R1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].ID != "system-R1" || us[1].ID != "task-R1" || !strings.Contains(us[1].Content, "report.md covers src01.txt to src10.txt") {
+		t.Fatalf("instructions after compaction: %s %s", us[0].ID, us[1].ID)
+	}
+	if !slices.ContainsFunc(us, func(u units.Unit) bool {
+		return strings.HasPrefix(u.Content, "[compacted") || strings.HasPrefix(u.Content, "[checkpoint") || strings.Contains(u.Content, "replaced by a pointer")
+	}) {
+		t.Fatal("no compacted unit in the final context")
+	}
+}

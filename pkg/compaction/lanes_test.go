@@ -1,0 +1,171 @@
+package compaction
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ralphmesh/ralph/pkg/units"
+)
+
+func loadDoc(t *testing.T, path string) Document {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := DecodeDocument(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return doc
+}
+
+// TestClassifyBuilderContext checks the lanes of a realistic builder
+// context: the release-notes task after a reviewer's rejection.
+func TestClassifyBuilderContext(t *testing.T) {
+	lanes := Classify(loadDoc(t, "testdata/release_notes.json"))
+	want := map[string]Lane{
+		"system-T3":   LaneInstruction, // system prompt
+		"task-T3":     LaneInstruction, // the task and its acceptance criteria
+		"critique-52": LaneInstruction, // the latest critic instruction
+		// The draft being written and its latest edit, with their results.
+		"assistant-49#call_49a": LaneActiveWrite,
+		"tool-49-0":             LaneActiveWrite,
+		"assistant-54#call_54a": LaneActiveWrite,
+		"tool-54-0":             LaneActiveWrite,
+		// The latest read of the path being written.
+		"assistant-53#call_53a": LaneActiveWrite,
+		"tool-53-0":             LaneActiveWrite,
+		// The draft copies the changelog's phrases and cites the migration guide.
+		"tool-44-0":             LaneSourceEvidence,
+		"assistant-44#call_44a": LaneSourceEvidence,
+		"tool-48-0":             LaneSourceEvidence,
+		// Reads and commands the draft does not depend on.
+		"tool-44-1": LaneToolTrace,
+		"tool-45-0": LaneToolTrace,
+		"tool-46-0": LaneToolTrace,
+		"tool-47-0": LaneToolTrace,
+		"tool-50-0": LaneToolTrace, // ran after the draft was written
+		// Narrative and the earlier checkpoint.
+		"assistant-44":  LaneHistoricalChat,
+		"assistant-51":  LaneHistoricalChat,
+		"checkpoint-T3": LaneHistoricalChat,
+	}
+	for id, l := range want {
+		if lanes[id] != l {
+			t.Errorf("lane of %s = %q, want %q", id, lanes[id], l)
+		}
+	}
+	if len(lanes) != 34 {
+		t.Errorf("%d units classified, want all 34 of the planner view", len(lanes))
+	}
+}
+
+func TestClassifyRules(t *testing.T) {
+	draft := "# Notes\nThe loader now reads RALPH_NATS_URL and RALPH_REDIS_URL from the environment, see config/load.go."
+	tests := []struct {
+		name string
+		doc  Document
+		want map[string]Lane
+	}{
+		{
+			name: "superseded write is a trace, edits after the last whole write are active",
+			doc: newDoc(8000, 10, "write notes").
+				tool("w1", 2, "write_file", writeArgs("notes.md", "v1"), 20, 5, "wrote").
+				tool("w2", 4, "write_file", writeArgs("notes.md", "v2"), 20, 5, "wrote").
+				tool("e1", 5, "edit_file", `{"path":"notes.md","old":"v2","new":"v3"}`, 20, 5, "edited").
+				build(),
+			want: map[string]Lane{"w1": LaneToolTrace, "c-w1": LaneToolTrace, "w2": LaneActiveWrite, "c-w2": LaneActiveWrite, "e1": LaneActiveWrite},
+		},
+		{
+			name: "only the latest read of a written path is active",
+			doc: newDoc(8000, 10, "write notes").
+				tool("r1", 1, "read_file", pathArgs("notes.md"), 10, 50, "old notes").
+				tool("r2", 3, "read_file", pathArgs("notes.md"), 10, 50, "old notes").
+				tool("w", 4, "write_file", writeArgs("notes.md", draft), 40, 5, "wrote").
+				build(),
+			want: map[string]Lane{"r1": LaneToolTrace, "r2": LaneActiveWrite, "c-r2": LaneActiveWrite},
+		},
+		{
+			name: "a read the draft cites is evidence, an unrelated one a trace, a later one a trace",
+			doc: newDoc(8000, 10, "write notes").
+				tool("src", 1, "read_file", pathArgs("config/load.go"), 10, 300, "package config\nfunc Load() {}").
+				tool("other", 2, "run", runArgs("go vet ./..."), 10, 300, "ok").
+				tool("w", 4, "write_file", writeArgs("notes.md", draft), 40, 5, "wrote").
+				tool("after", 5, "read_file", pathArgs("config/load.go"), 10, 300, "package config").
+				build(),
+			want: map[string]Lane{"src": LaneSourceEvidence, "c-src": LaneSourceEvidence, "other": LaneToolTrace, "after": LaneToolTrace},
+		},
+		{
+			name: "the latest user message is the instruction, older ones are history",
+			doc: newDoc(8000, 10, "fix the build").
+				msg("nudge-3", "user", 3, 40, "You appear to be stuck.").
+				msg("assistant-4", "assistant", 4, 40, "Trying another way.").
+				msg("critique-5", "user", 5, 40, "The reviewer did not accept task T1.").
+				build(),
+			want: map[string]Lane{"system": LaneInstruction, "task": LaneInstruction, "nudge-3": LaneHistoricalChat,
+				"assistant-4": LaneHistoricalChat, "critique-5": LaneInstruction},
+		},
+		{
+			name: "a result whose call is gone is classified on its own",
+			doc: newDoc(8000, 10, "fix the build").
+				add(units.Unit{ID: "orphan", Role: "tool", Kind: units.KindToolResult, Tool: "run", CallID: "gone", Content: "ok", Turn: 2, Tokens: 10}).
+				build(),
+			want: map[string]Lane{"orphan": LaneToolTrace},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lanes := Classify(tt.doc)
+			for id, l := range tt.want {
+				if lanes[id] != l {
+					t.Errorf("lane of %s = %q, want %q (all: %v)", id, lanes[id], l, lanes)
+				}
+			}
+		})
+	}
+}
+
+func TestDetectPhase(t *testing.T) {
+	write := func(turn int) func(*docBuilder) {
+		return func(b *docBuilder) { b.tool("w", turn, "write_file", writeArgs("notes.md", "x"), 10, 5, "wrote") }
+	}
+	tests := []struct {
+		name   string
+		goal   string
+		phase  Phase
+		turn   int
+		setup  []func(*docBuilder)
+		expect Phase
+	}{
+		{"no writes: exploring", "fix the build", "", 10, nil, PhaseExploring},
+		{"stated drafting is kept", "fix the build", PhaseDrafting, 10, nil, PhaseDrafting},
+		{"stated finalizing is kept", "fix the build", PhaseFinalizing, 10, nil, PhaseFinalizing},
+		{"recent write overrides a stated exploring", "fix the build", PhaseExploring, 10, []func(*docBuilder){write(9)}, PhaseDrafting},
+		{"recent write with no stated phase", "fix the build", "", 10, []func(*docBuilder){write(8)}, PhaseDrafting},
+		{"old write, goal is not writing", "fix the build", "", 10, []func(*docBuilder){write(2)}, PhaseExploring},
+		{"old write, goal is writing", "Write the release notes", "", 10, []func(*docBuilder){write(2)}, PhaseDrafting},
+		{"write then review feedback", "fix the build", "", 10, []func(*docBuilder){write(2), func(b *docBuilder) {
+			b.msg("critique-6", "user", 6, 40, "The reviewer did not accept task T1 (attempt 1).")
+		}}, PhaseFinalizing},
+		{"goal says finalize", "Finalize the migration guide", "", 10, []func(*docBuilder){write(9)}, PhaseFinalizing},
+		{"review feedback without any write", "fix the build", "", 10, []func(*docBuilder){func(b *docBuilder) {
+			b.msg("critique-6", "user", 6, 40, "The reviewer did not accept task T1.")
+		}}, PhaseExploring},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newDoc(8000, tt.turn, tt.goal)
+			b.doc.Task.Phase = tt.phase
+			for _, f := range tt.setup {
+				f(b)
+			}
+			if got := DetectPhase(b.build()); got != tt.expect {
+				t.Errorf("DetectPhase = %q, want %q", got, tt.expect)
+			}
+		})
+	}
+	if got := DetectPhase(loadDoc(t, "testdata/release_notes.json")); got != PhaseFinalizing {
+		t.Errorf("release notes after a rejection: phase %q, want finalizing", got)
+	}
+}

@@ -1,0 +1,339 @@
+package summarizer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/ralphmesh/ralph/pkg/compaction"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/units"
+)
+
+// Model is the summarizer's LLM.
+type Model interface {
+	Chat(ctx context.Context, session string, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
+}
+
+// Cache keeps compaction results by compaction.CacheKey.
+type Cache interface {
+	CachedCompaction(ctx context.Context, key string) (string, bool, error)
+	CacheCompaction(ctx context.Context, key, result string, ttl time.Duration) error
+}
+
+// Artifacts keeps full contents that a pointer replaces.
+type Artifacts interface {
+	PutArtifact(ctx context.Context, session, content string) (string, error)
+}
+
+// TokenCounter counts tokens.
+type TokenCounter interface{ Count(text string) int }
+
+// Executor carries out a compaction plan on a task's stored units. It is
+// the part of the Summarizer that the benchmark drives directly.
+type Executor struct {
+	Model     Model
+	Cache     Cache
+	Artifacts Artifacts
+	Tokens    TokenCounter
+	Options   compaction.Options
+	// SummaryPrompt is the system prompt of checkpoint merges (ADR-003's
+	// structured summary); MaxSummaryTokens bounds a checkpoint.
+	SummaryPrompt    string
+	MaxSummaryTokens int
+	CacheTTL         time.Duration
+}
+
+// Facts are what the session knows must survive any summary.
+type Facts struct {
+	ModifiedFiles    []string
+	UnresolvedErrors []string
+}
+
+// Outcome is what applying a plan did.
+type Outcome struct {
+	Units     []units.Unit
+	Applied   []events.CompactionOp
+	LLMCalls  int
+	CacheHits int
+}
+
+// checkpointID is the id of a task's running checkpoint.
+func checkpointID(task string) string { return "checkpoint-" + task }
+
+// Apply executes plan's ops in order over stored (the task's units as the
+// store holds them) and returns the new stored units. Each op's outcome is
+// recorded in hist (realised ratio, overshoot). When the model fails, the
+// op is done extractively (whole lines, never a character cut).
+func (e *Executor) Apply(ctx context.Context, session, task string, stored []units.Unit, plan compaction.Result, facts Facts, hist *compaction.History) (Outcome, error) {
+	view := compaction.ExpandCalls(stored)
+	var out Outcome
+	for _, op := range plan.Ops {
+		payload, err := compaction.OpPayload(op, view)
+		if err != nil {
+			return out, err
+		}
+		i := slices.IndexFunc(view, func(u units.Unit) bool { return u.ID == op.Unit })
+		if i < 0 {
+			return out, fmt.Errorf("op %s: unit %q is not in the context", op.Op, op.Unit)
+		}
+		applied := events.CompactionOp{Unit: op.Unit, Op: string(op.Op), Lane: string(op.Lane), TokensBefore: op.Tokens}
+		switch op.Op {
+		case compaction.OpReplaceWithPointer:
+			u, err := e.pointer(ctx, session, view[i], op)
+			if err != nil {
+				return out, err
+			}
+			view[i] = u
+			applied.How, applied.TokensAfter = "pointer", u.Tokens
+		case compaction.OpCompactToolArgs, compaction.OpCompactToolOutput, compaction.OpCompactHistorical:
+			text, how, err := e.compact(ctx, session, op, payload, &out, hist)
+			if err != nil {
+				return out, err
+			}
+			view[i] = rewrite(view[i], op.Op, text)
+			view[i].Tokens = e.count(view[i])
+			applied.How, applied.TokensAfter = how, view[i].Tokens
+		case compaction.OpCheckpointMerge:
+			var err error
+			view, applied, err = e.merge(ctx, session, task, view, op, payload, facts, &out, hist)
+			if err != nil {
+				return out, err
+			}
+		default:
+			continue
+		}
+		hist.RecordOutcome(op, applied.TokensAfter, e.Options)
+		out.Applied = append(out.Applied, applied)
+	}
+	out.Units = compaction.CollapseCalls(view)
+	return out, nil
+}
+
+func (e *Executor) count(u units.Unit) int {
+	n := e.Tokens.Count(u.Content)
+	if u.Kind == units.KindToolCall {
+		n += e.Tokens.Count(u.Tool) + e.Tokens.Count(string(u.Args))
+	}
+	return n
+}
+
+// compact asks the model for a shorter rewrite of payload, or takes it
+// from the cache; how says which ("llm", "cache", "extractive").
+func (e *Executor) compact(ctx context.Context, session string, op compaction.Op, payload string, out *Outcome, hist *compaction.History) (string, string, error) {
+	key := e.key(op, payload)
+	if text, ok, err := e.Cache.CachedCompaction(ctx, key); err != nil {
+		return "", "", err
+	} else if ok {
+		out.CacheHits++
+		return text, "cache", nil
+	}
+	text, err := e.chat(ctx, session, CompactPrompt, CompactRequest(op, payload), op.OutputTokens)
+	out.LLMCalls++
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", err
+		}
+		return compaction.Extract(payload, op.OutputTokens, e.Tokens.Count), "extractive", nil
+	}
+	if err := e.Cache.CacheCompaction(ctx, key, text, e.CacheTTL); err != nil {
+		return "", "", err
+	}
+	remember(hist, key)
+	return text, "llm", nil
+}
+
+func (e *Executor) key(op compaction.Op, payload string) string {
+	if op.CacheKey != "" {
+		return op.CacheKey
+	}
+	return compaction.CacheKey(payload, op.OutputTokens, op.Label, e.Options.Model, e.Options.PromptVersion)
+}
+
+// rewrite puts the compacted text in place of what op compacted, saying so:
+// the builder must know it reads a digest, not the original.
+func rewrite(u units.Unit, op compaction.OpKind, text string) units.Unit {
+	text = strings.TrimSpace(text)
+	switch op {
+	case compaction.OpCompactToolArgs:
+		args := map[string]any{"compacted": text}
+		var orig map[string]any
+		if json.Unmarshal(u.Args, &orig) == nil {
+			// The path names the file, which still holds everything.
+			if p, ok := orig["path"]; ok {
+				args["path"] = p
+			}
+		}
+		b, _ := json.Marshal(args)
+		u.Args = b
+	case compaction.OpCompactToolOutput:
+		where := ""
+		if u.Artifact != "" {
+			where = fmt.Sprintf("; all of it is artifact %s (read_artifact)", u.Artifact)
+		}
+		u.Content = fmt.Sprintf("[compacted %s output%s]\n%s", u.Tool, where, text)
+	default:
+		u.Content = "[compacted] " + text
+	}
+	return u
+}
+
+// pointer replaces a unit's content by where it can be read back whole
+// and a digest of its most telling whole lines.
+func (e *Executor) pointer(ctx context.Context, session string, u units.Unit, op compaction.Op) (units.Unit, error) {
+	where := op.Pointer
+	if kind, ref, _ := strings.Cut(where, ":"); kind == "artifact" && ref == "" || where == "" {
+		id := u.Artifact
+		if id == "" {
+			var err error
+			if id, err = e.Artifacts.PutArtifact(ctx, session, u.Content); err != nil {
+				return u, err
+			}
+		}
+		u.Artifact, where = id, "artifact:"+id
+	}
+	how := "call read_artifact {\"id\": \"" + strings.TrimPrefix(where, "artifact:") + "\"}"
+	if p, ok := strings.CutPrefix(where, "file:"); ok {
+		how = "call read_file {\"path\": \"" + p + "\"} (the file as it is now)"
+	}
+	digestBudget := max(op.OutputTokens-30, 16)
+	u.Content = fmt.Sprintf("[%d tokens replaced by a pointer; %s to read all of it]\n%s",
+		u.Tokens, how, compaction.Extract(u.Content, digestBudget, e.Tokens.Count))
+	u.Tokens = e.count(u)
+	return u, nil
+}
+
+// merge folds op.Units into the running checkpoint: one structured summary
+// of the previous checkpoint and the newly stale units, checked against the
+// session's facts, in place of all of them.
+func (e *Executor) merge(ctx context.Context, session, task string, view []units.Unit, op compaction.Op, payload string, facts Facts, out *Outcome, hist *compaction.History) ([]units.Unit, events.CompactionOp, error) {
+	merged := map[string]bool{}
+	before := 0
+	for _, id := range op.Units {
+		merged[id] = true
+	}
+	if op.Checkpoint != "" {
+		merged[op.Checkpoint] = true
+	}
+	for _, u := range view {
+		if merged[u.ID] {
+			before += u.Tokens
+		}
+	}
+	target := min(max(op.OutputTokens, before/5), e.MaxSummaryTokens)
+	applied := events.CompactionOp{Unit: op.Unit, Op: string(op.Op), Lane: string(op.Lane), TokensBefore: before}
+	key := e.key(op, payload)
+	summary, ok, err := e.Cache.CachedCompaction(ctx, key)
+	switch {
+	case err != nil:
+		return view, applied, err
+	case ok:
+		out.CacheHits++
+		applied.How = "cache"
+	default:
+		summary, err = e.chat(ctx, session, e.SummaryPrompt, SummaryRequest(payload, target), target)
+		out.LLMCalls++
+		if err != nil {
+			if ctx.Err() != nil {
+				return view, applied, err
+			}
+			summary, applied.How = compaction.Extract(payload, target, e.Tokens.Count), "extractive"
+		} else {
+			applied.How = "llm"
+			if err := e.Cache.CacheCompaction(ctx, key, summary, e.CacheTTL); err != nil {
+				return view, applied, err
+			}
+			remember(hist, key)
+		}
+	}
+	// Ground truth beats the model: every modified file and unresolved
+	// error the session knows of is in the checkpoint.
+	summary = compaction.AppendMissingFacts(strings.TrimSpace(summary), facts.ModifiedFiles, facts.UnresolvedErrors)
+	cp := units.Unit{ID: checkpointID(task), Role: openai.ChatMessageRoleUser, Kind: units.KindSummary,
+		Content: "[checkpoint: summary of earlier work on this task]\n" + summary}
+	cp.Tokens = e.Tokens.Count(cp.Content)
+	for _, u := range view {
+		if merged[u.ID] {
+			cp.Turn = max(cp.Turn, u.Turn)
+		}
+	}
+	next := make([]units.Unit, 0, len(view))
+	for _, u := range view {
+		if merged[u.ID] {
+			continue
+		}
+		next = append(next, u)
+	}
+	// The checkpoint goes after the leading instructions (system prompt,
+	// task), where the builder reads the task and then what was done.
+	at := 0
+	for at < len(next) && next[at].Kind == units.KindMessage &&
+		(next[at].Role == openai.ChatMessageRoleSystem || next[at].Role == openai.ChatMessageRoleUser) {
+		at++
+	}
+	next = slices.Insert(next, at, cp)
+	applied.TokensAfter = cp.Tokens
+	return next, applied, nil
+}
+
+// remember tells later plans that key's result is cached, so an op on an
+// unchanged payload costs no call.
+func remember(hist *compaction.History, key string) {
+	if hist.Cached == nil {
+		hist.Cached = map[string]bool{}
+	}
+	hist.Cached[key] = true
+}
+
+var errNoChoices = errors.New("summarizer model: reply without choices")
+
+func (e *Executor) chat(ctx context.Context, session, system, prompt string, maxTokens int) (string, error) {
+	resp, err := e.Model.Chat(ctx, session, openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{
+			{Role: openai.ChatMessageRoleSystem, Content: system},
+			{Role: openai.ChatMessageRoleUser, Content: prompt},
+		},
+		MaxTokens: maxTokens,
+	})
+	if err != nil {
+		return "", fmt.Errorf("summarizer model: %w", err)
+	}
+	if len(resp.Choices) == 0 || strings.TrimSpace(resp.Choices[0].Message.Content) == "" {
+		return "", errNoChoices
+	}
+	return resp.Choices[0].Message.Content, nil
+}
+
+// DefaultSummaryPrompt asks for ADR-003's structured summary.
+const DefaultSummaryPrompt = `You compact the working memory of a coding agent. Summarise the earlier work you are given
+(a previous checkpoint, if any, and the messages and tool results that followed it) into a structured
+summary with exactly these sections:
+## Key Decisions
+## Errors & Solutions
+## Modified Files
+## Critical Context
+Keep every file path the agent modified, every error that is not yet solved, decisions and the reasons
+for them, and facts the rest of the task needs. Drop pleasantries, repetition and finished exploration.
+Be concise: aim for about a fifth of the input. Reply with the summary only.`
+
+// CompactPrompt is the system prompt for rewriting one unit shorter.
+const CompactPrompt = `You compact one item of a coding agent's working memory: a tool call's arguments, a tool's output,
+or a message. Rewrite it much shorter while keeping what the agent may still need: paths, names, numbers,
+error messages, results and conclusions. Never invent anything. Reply with the shorter text only.`
+
+// CompactRequest is the request for one unit.
+func CompactRequest(op compaction.Op, payload string) string {
+	return fmt.Sprintf("Compact this %s (%s, about %d tokens) to at most %d tokens:\n\n%s",
+		strings.ReplaceAll(strings.TrimPrefix(string(op.Op), "compact_"), "_", " "), op.Label, op.Tokens, op.OutputTokens, payload)
+}
+
+// SummaryRequest is the request for a checkpoint merge.
+func SummaryRequest(payload string, target int) string {
+	return fmt.Sprintf("Summarise into at most %d tokens:\n\n%s", target, payload)
+}

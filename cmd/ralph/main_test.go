@@ -302,3 +302,29 @@ func mustScript(t *testing.T, yaml string) scriptllm.Script {
 	}
 	return s
 }
+
+func TestStuckBench(t *testing.T) {
+	out, code, err := ralph(t, "stuck", "bench")
+	if code != 0 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	for _, want := range []string{"precision", "recall", "action_error_loop", "monologue", "alternating", "compaction_loop", "chanting", "no_progress", "total"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// A detector that cannot see loops misses the recall target: exit 1.
+	t.Setenv("RALPH_STUCK_REPEAT_THRESHOLD", "9")
+	t.Setenv("RALPH_STUCK_NO_PROGRESS_SPAN", "9")
+	if out, code, err := ralph(t, "stuck", "bench"); code != 1 || !strings.Contains(err.Error(), "targets missed") {
+		t.Fatalf("blunted detector: exit %d, err %v\n%s", code, err, out)
+	}
+	t.Setenv("RALPH_STUCK_REPEAT_THRESHOLD", "1")
+	if _, code, err := ralph(t, "stuck", "bench"); code != 2 || !strings.Contains(err.Error(), "RALPH_STUCK_") {
+		t.Fatalf("bad setting: exit %d, err %v", code, err)
+	}
+	t.Setenv("RALPH_STUCK_REPEAT_THRESHOLD", "3")
+	if _, code, err := ralph(t, "stuck", "bench", "--corpus", t.TempDir()); code != 2 || !strings.Contains(err.Error(), "labels.json") {
+		t.Fatalf("empty corpus dir: exit %d, err %v", code, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -73,9 +74,9 @@ func newStuckCmd() *cobra.Command {
 		Short: "Run the stuck detector over a JSONL file of IterationRecords",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cfg := stuckdetector.DefaultConfig()
-			if window != 0 {
-				cfg.Window = window
+			cfg, err := stuckConfig(window)
+			if err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return badInput("--window: %v", err)
@@ -91,9 +92,81 @@ func newStuckCmd() *cobra.Command {
 			return nil
 		},
 	}
-	scan.Flags().IntVar(&window, "window", 0, "iterations in the detection window (default 5)")
-	stuck.AddCommand(scan)
+	scan.Flags().IntVar(&window, "window", 0, "iterations in the detection window (default: RALPH_STUCK_WINDOW, 8)")
+	var corpus string
+	bench := &cobra.Command{
+		Use:   "bench [--corpus DIR]",
+		Short: "Precision, recall and detection delay of the stuck detector on a labelled corpus",
+		Long: `Run the stuck detector, with the RALPH_STUCK_* settings, over every trajectory of a labelled corpus
+(the one shipped in the binary, or DIR with a labels.json and its JSONL files) and print, per pattern,
+precision, recall and the iterations from loop onset to detection, then the misses and false positives.
+Exit 1 when a target is missed: a false positive on a healthy trajectory, recall under 95%, or a
+detection more than 3 iterations after onset.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := stuckConfig(0)
+			if err != nil {
+				return err
+			}
+			var c stuckdetector.Corpus
+			if corpus == "" {
+				c, err = stuckdetector.ShippedCorpus()
+			} else {
+				c, err = stuckdetector.LoadCorpus(os.DirFS(corpus))
+			}
+			if err != nil {
+				return badInput("corpus %s: %v", corpusName(corpus), err)
+			}
+			r := stuckdetector.Evaluate(c, cfg, nil)
+			if err := r.Write(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			var missed []string
+			if r.Total.FalsePositives > 0 {
+				missed = append(missed, fmt.Sprintf("%d false positive(s)", r.Total.FalsePositives))
+			}
+			if rec, ok := r.Total.Recall(); !ok || rec < 0.95 {
+				missed = append(missed, fmt.Sprintf("recall %.2f under 0.95", rec))
+			}
+			if r.Total.MaxLatency > 3 {
+				missed = append(missed, fmt.Sprintf("a detection %d iterations after onset", r.Total.MaxLatency))
+			}
+			if len(missed) > 0 {
+				return exitError{code: 1, err: fmt.Errorf("targets missed: %s", strings.Join(missed, "; "))}
+			}
+			return nil
+		},
+	}
+	bench.Flags().StringVar(&corpus, "corpus", "", "directory of a labelled corpus (default: the shipped one)")
+	stuck.AddCommand(scan, bench)
 	return stuck
+}
+
+func corpusName(dir string) string {
+	if dir == "" {
+		return "(shipped)"
+	}
+	return dir
+}
+
+// stuckConfig is the detector's configuration from RALPH_STUCK_*, with the
+// window overridden when window is not 0.
+func stuckConfig(window int) (stuckdetector.Config, error) {
+	c, err := loadConfig()
+	if err != nil {
+		return stuckdetector.Config{}, err
+	}
+	cfg := mesh.StuckConfig(c)
+	if err := cfg.Validate(); err != nil {
+		return cfg, badInput("RALPH_STUCK_*: %v", err)
+	}
+	if window != 0 {
+		cfg.Window = window
+		if err := cfg.Validate(); err != nil {
+			return cfg, badInput("--window: %v", err)
+		}
+	}
+	return cfg, nil
 }
 
 func newConfigCmd() *cobra.Command {

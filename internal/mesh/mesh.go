@@ -244,7 +244,7 @@ func (m *Mesh) Service(name string) (Runner, error) {
 			Config: critic.Config{VerifyTimeout: cfg.Critic.VerifyTimeout, Run: m.runOptions()}}), nil
 	case stuckdetector.Name:
 		return stuckdetector.New(stuckdetector.Deps{Bus: m.Bus, Store: m.Store, Log: log, Run: m.runOptions(), Metrics: m.Metrics,
-			Config: stuckdetector.Config{Window: cfg.Stuck.Window, RepeatThreshold: cfg.Stuck.RepeatThreshold, SimilarityThreshold: cfg.Stuck.SimilarityThreshold}}), nil
+			Config: StuckConfig(cfg)}), nil
 	case decomposer.Name:
 		model, err := m.model(llm.RoleDecomposer, cfg.Decomposer.Role)
 		if err != nil {
@@ -288,6 +288,15 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		return console.New(console.Deps{Bus: m.Bus, Out: out}), nil
 	}
 	return nil, fmt.Errorf("unknown service %q (have: %s)", name, strings.Join(Services, ", "))
+}
+
+// StuckConfig is the stuck detector's configuration.
+func StuckConfig(cfg config.Config) stuckdetector.Config {
+	s := cfg.Stuck
+	return stuckdetector.Config{Window: s.Window, RepeatThreshold: s.RepeatThreshold, SimilarityThreshold: s.SimilarityThreshold,
+		NoProgressSpan: s.NoProgressSpan, AlternatingSteps: s.AlternatingSteps, MonologueTurns: s.MonologueTurns,
+		MonologueNovelty: s.MonologueNovelty, ChantRepeats: s.ChantRepeats, ChantMinWords: s.ChantMinWords,
+		CompactionRepeats: s.CompactionRepeats}
 }
 
 // CompactionOptions are the planner's options from the configuration: the

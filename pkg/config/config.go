@@ -110,9 +110,16 @@ type Critic struct {
 
 // Stuck configures the stuck detector.
 type Stuck struct {
-	Window              int     `split_words:"true" default:"5" desc:"iterations in the detection window"`
-	RepeatThreshold     int     `split_words:"true" default:"3" desc:"repeats that count as a loop"`
-	SimilarityThreshold float64 `split_words:"true" default:"0.9" desc:"text similarity that counts as a repeat"`
+	Window              int     `split_words:"true" default:"8" desc:"iterations of a task kept in the detection window"`
+	RepeatThreshold     int     `split_words:"true" default:"3" desc:"identical outputs, calls or failures that make a loop"`
+	SimilarityThreshold float64 `split_words:"true" default:"0.9" desc:"text similarity at which two responses count as the same"`
+	NoProgressSpan      int     `split_words:"true" default:"5" desc:"iterations in a row without progress before no_progress fires"`
+	AlternatingSteps    int     `split_words:"true" default:"4" desc:"trailing A/B/A/B steps that make a ping-pong"`
+	MonologueTurns      int     `split_words:"true" default:"3" desc:"consecutive turns without tool calls that make a monologue"`
+	MonologueNovelty    float64 `split_words:"true" default:"0.34" desc:"largest share of new words for a turn to count as a restatement"`
+	ChantRepeats        int     `split_words:"true" default:"3" desc:"times one sentence must recur to be chanting"`
+	ChantMinWords       int     `split_words:"true" default:"8" desc:"shortest sentence that counts for chanting"`
+	CompactionRepeats   int     `split_words:"true" default:"2" desc:"compactions with no progress between them that make a compaction loop"`
 }
 
 // Compaction configures the compaction orchestrator (builder) and planner

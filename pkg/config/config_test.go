@@ -93,7 +93,41 @@ func TestDefaultsIgnoreEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Builder.Model != "gpt-4o-mini" || c.Stuck.Window != 5 {
+	if c.Builder.Model != "gpt-4o-mini" || c.Stuck.Window != 8 || c.Compaction.Mode != "tiered_adaptive" || c.Decomposer.MaxSubtasks != 4 {
 		t.Fatalf("defaults: %+v", c.Builder.Role)
+	}
+}
+
+func TestCompactionAndDecompositionSettings(t *testing.T) {
+	t.Setenv("RALPH_BUILDER_CONTEXT_WINDOW", "10000")
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CompactAt(); got != 7000 {
+		t.Fatalf("CompactAt = %d, want 70%% of 10000", got)
+	}
+	t.Setenv("RALPH_COMPACTION_MODE", "off")
+	if c, _ = Load(); c.CompactAt() != 0 {
+		t.Fatalf("CompactAt with compaction off = %d", c.CompactAt())
+	}
+	for env, want := range map[string]string{
+		"RALPH_COMPACTION_MODE":           "RALPH_COMPACTION_MODE",
+		"RALPH_COMPACTION_TARGET_RATIO":   "RALPH_COMPACTION_*_RATIO",
+		"RALPH_DECOMPOSER_MAX_SUBTASKS":   "RALPH_DECOMPOSER_MAX_SUBTASKS",
+		"RALPH_PRUNER_MAX_PRUNED_TOKENS":  "RALPH_PRUNER_",
+		"RALPH_COMPACTION_PRESSURE_RATIO": "RALPH_COMPACTION_*_RATIO",
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv("RALPH_COMPACTION_MODE", "tiered")
+			bad := map[string]string{
+				"RALPH_COMPACTION_MODE": "aggressive", "RALPH_COMPACTION_TARGET_RATIO": "0.8",
+				"RALPH_DECOMPOSER_MAX_SUBTASKS": "1", "RALPH_PRUNER_MAX_PRUNED_TOKENS": "0", "RALPH_COMPACTION_PRESSURE_RATIO": "0.95",
+			}[env]
+			t.Setenv(env, bad)
+			if _, err := Load(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s=%s: err %v, want it to name %s", env, bad, err, want)
+			}
+		})
 	}
 }

@@ -35,7 +35,10 @@ func (p fixedPattern) Detect(window []events.IterationRecord, _ Config) *events.
 }
 
 func TestDefaultConfig(t *testing.T) {
-	want := Config{Window: 5, RepeatThreshold: 3, SimilarityThreshold: 0.9}
+	want := Config{
+		Window: 8, RepeatThreshold: 3, SimilarityThreshold: 0.9, NoProgressSpan: 5, AlternatingSteps: 4,
+		MonologueTurns: 3, MonologueNovelty: 0.34, ChantRepeats: 3, ChantMinWords: 8, CompactionRepeats: 2,
+	}
 	if got := DefaultConfig(); got != want {
 		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
 	}
@@ -60,6 +63,16 @@ func TestConfigValidate(t *testing.T) {
 		{"repeat of one", Config{RepeatThreshold: 1}, "field repeat_threshold: must be >= 2 (one occurrence is no repeat), got 1"},
 		{"similarity above 1", Config{SimilarityThreshold: 1.5}, "field similarity_threshold: must be in (0,1], got 1.5"},
 		{"similarity NaN", Config{SimilarityThreshold: math.NaN()}, "field similarity_threshold: must be in (0,1], got NaN"},
+		{"no-progress span of one", Config{NoProgressSpan: 1}, "field no_progress_span: must be >= 2 (one quiet iteration is no stall), got 1"},
+		{"no-progress span above window", Config{Window: 3, NoProgressSpan: 5}, ""},
+		{"alternating steps of three", Config{AlternatingSteps: 3}, "field alternating_steps: must be >= 4 (two full A/B cycles), got 3"},
+		{"negative alternating steps", Config{AlternatingSteps: -4}, "field alternating_steps: must be >= 4 (two full A/B cycles), got -4"},
+		{"monologue of one turn", Config{MonologueTurns: 1}, "field monologue_turns: must be >= 2 (one turn is no monologue), got 1"},
+		{"monologue novelty above 1", Config{MonologueNovelty: 1.2}, "field monologue_novelty: must be in (0,1], got 1.2"},
+		{"negative monologue novelty", Config{MonologueNovelty: -0.1}, "field monologue_novelty: must be in (0,1], got -0.1"},
+		{"chant repeats of one", Config{ChantRepeats: 1}, "field chant_repeats: must be >= 2 (one occurrence is no repeat), got 1"},
+		{"negative chant words", Config{ChantMinWords: -1}, "field chant_min_words: must be >= 1, got -1"},
+		{"one compaction", Config{CompactionRepeats: 1}, "field compaction_repeats: must be >= 2 (one compaction is no loop), got 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +113,55 @@ func TestAnalyzePriority(t *testing.T) {
 				read(4, "Looking at the parse."), read(5, "And the validation."),
 			},
 			want: "circular_tools",
+		},
+		{
+			// Both fire on a failing call repeated byte for byte; the older
+			// report is kept.
+			name: "circular tools keep an identical failing repeat",
+			window: []events.IterationRecord{
+				rec(1, "T1", text("Testing."), calls(goTest("--- FAIL: TestLoad", 1))),
+				rec(2, "T1", text("Again."), calls(goTest("--- FAIL: TestLoad", 1))),
+				rec(3, "T1", text("Once more."), calls(goTest("--- FAIL: TestLoad", 1))),
+			},
+			want: "circular_tools",
+		},
+		{
+			name: "a failure repeated under changing timings is an error loop",
+			window: []events.IterationRecord{
+				rec(1, "T1", text("Testing."), calls(goTest("--- FAIL: TestLoad\nFAIL\tacme\t0.012s", 1))),
+				rec(2, "T1", text("Again."), calls(goTest("--- FAIL: TestLoad\nFAIL\tacme\t0.010s", 1))),
+				rec(3, "T1", text("Once more."), calls(goTest("--- FAIL: TestLoad\nFAIL\tacme\t0.015s", 1))),
+			},
+			want: "action_error_loop",
+		},
+		{
+			name: "identical claims are repetitive output before they are a monologue",
+			window: []events.IterationRecord{
+				rec(1, "T1", text("The task is complete."), claimedDone()),
+				rec(2, "T1", text("The task is complete."), claimedDone()),
+				rec(3, "T1", text("The task is complete."), claimedDone()),
+			},
+			want: "repetitive_output",
+		},
+		{
+			name: "a compaction loop outranks the re-reads and the stall it contains",
+			window: []events.IterationRecord{
+				rec(1, "T1", calls(readFile("a.go", "A"))), rec(2, "T1", calls(readFile("b.go", "B"))),
+				rec(3, "T1", wasCompacted(), calls(readFile("a.go", "A"))), rec(4, "T1", calls(readFile("b.go", "B"))),
+				rec(5, "T1", wasCompacted(), calls(readFile("a.go", "A"))),
+			},
+			want: "compaction_loop",
+		},
+		{
+			name: "a workspace flipping between two states outranks the stall",
+			window: []events.IterationRecord{
+				rec(1, "T1", hash("h1"), calls(readFile("a.go", "A"))),
+				rec(2, "T1", hash("h2"), files("a.go"), calls(editFile("a.go", "x", "y"))),
+				rec(3, "T1", hash("h1"), files("a.go"), calls(editFile("a.go", "y", "x"))),
+				rec(4, "T1", hash("h2"), files("a.go"), calls(editFile("a.go", "x", "y"))),
+				rec(5, "T1", hash("h1"), files("a.go"), calls(editFile("a.go", "y", "x"))),
+			},
+			want: "alternating",
 		},
 		{
 			name:     "higher confidence later in the list wins",
@@ -177,11 +239,12 @@ func TestAnalyzeWindowSelection(t *testing.T) {
 			want:   []int{3, 4, 5},
 		},
 		{
-			name: "zero window means the default of five",
+			name: "zero window means the default of eight",
 			window: []events.IterationRecord{
 				rec(1, ""), rec(2, ""), rec(3, ""), rec(4, ""), rec(5, ""), rec(6, ""), rec(7, ""),
+				rec(8, ""), rec(9, ""), rec(10, ""),
 			},
-			want: []int{3, 4, 5, 6, 7},
+			want: []int{3, 4, 5, 6, 7, 8, 9, 10},
 		},
 	}
 	for _, tc := range tests {

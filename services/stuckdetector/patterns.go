@@ -89,9 +89,34 @@ func (p RepetitiveOutput) Detect(window []events.IterationRecord, cfg Config) *e
 	}
 }
 
-// NoProgress fires when a full window of the task's iterations changed
-// nothing in the workspace and none claimed completion. Work that changes
-// nothing for that long is usually a task too big to start on: decompose it.
+// NoProgress fires when NoProgressSpan iterations in a row (capped to the
+// Window) made no progress, judged by outcome rather than by what the model
+// asked for, and none of them claimed completion (a claim is progress of a
+// kind: the critic judges it, and its verdict decides what happens next):
+//
+//  1. the workspace did not change: no files changed and the hash stayed
+//     the same, whatever the calls (ADR-003's original rule), unless a
+//     call made again got a different answer: a poll whose answer changes
+//     (a rollout, a CI job, a database starting) is watching progress
+//     happen, not stalling;
+//  2. the workspace changed, but every test run in the span reported the
+//     same failing tests (same failed and passed counts, same names, same
+//     failure text), from the start of the span to its end;
+//  3. the workspace changed, but the same error (the same failure line,
+//     whichever command printed it) was there at the start of the span, is
+//     there at its end, and came back at least RepeatThreshold times, and no
+//     call that produced it did anything else in between.
+//
+// Rules 2 and 3 need different attempts (more than one distinct call, or
+// edits between the failures); one command re-run is circular_tools' and
+// action_error_loop's to report. They also stay silent while the span keeps
+// reaching files it had not touched before (in most of its iterations):
+// building a feature file by file leaves an end-to-end test failing the
+// same way until the last piece lands.
+//
+// Work that changes nothing for that long is usually a task too big to
+// start on, and edits that leave the failure exactly as it was are a task
+// the model cannot see into: decompose it.
 type NoProgress struct{}
 
 // Name implements Pattern.
@@ -100,16 +125,37 @@ func (NoProgress) Name() string { return "no_progress" }
 // Detect implements Pattern.
 func (p NoProgress) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
-	if len(window) < cfg.Window {
+	span := min(cfg.NoProgressSpan, cfg.Window)
+	if len(window) < span {
 		return nil
 	}
-	recent := window[len(window)-cfg.Window:]
+	recent := window[len(window)-span:]
+	for _, r := range recent {
+		if r.ClaimedDone {
+			return nil
+		}
+	}
+	if s := p.unchangedWorkspace(recent); s != nil {
+		return s
+	}
+	if reachesNewFiles(recent) || (distinctCalls(recent) < 2 && !changedWithin(recent)) {
+		return nil
+	}
+	if s := p.sameFailingTests(recent, cfg); s != nil {
+		return s
+	}
+	return p.sameError(recent, cfg)
+}
+
+// unchangedWorkspace is rule 1.
+func (p NoProgress) unchangedWorkspace(recent []events.IterationRecord) *events.Signal {
+	if answersChanged(recent) {
+		return nil
+	}
 	hash := ""
 	var calls []events.ToolCall
 	for _, r := range recent {
-		// A claimed completion is progress of a kind: the critic judges it,
-		// and its verdict, not this pattern, decides what happens next.
-		if len(r.FilesChanged) > 0 || r.ClaimedDone {
+		if len(r.FilesChanged) > 0 {
 			return nil
 		}
 		if r.WorkspaceHash != "" {
@@ -133,20 +179,217 @@ func (p NoProgress) Detect(window []events.IterationRecord, cfg Config) *events.
 	}
 	diag := fmt.Sprintf("%s changed no files and %s; %s", formatIterations(evidence), workspace, activity)
 	if t := newest.Tests; t != nil && t.Failed > 0 {
-		diag += fmt.Sprintf("; tests still failing (%d failed", t.Failed)
-		if len(t.Failing) > 0 {
-			diag += ": " + truncate(strings.Join(t.Failing, ", "))
-		}
-		diag += ")"
+		diag += "; tests still failing (" + describeFailingTests(t) + ")"
 	}
+	return p.signal(recent, diag)
+}
+
+// sameFailingTests is rule 2.
+func (p NoProgress) sameFailingTests(recent []events.IterationRecord, cfg Config) *events.Signal {
+	var reports []int
+	for i, r := range recent {
+		if r.Tests != nil {
+			reports = append(reports, i)
+		}
+	}
+	if len(reports) < cfg.RepeatThreshold {
+		return nil
+	}
+	// It must persist over the span, not just over its tail: seen in its
+	// first two iterations and in its last two.
+	if reports[0] > 1 || reports[len(reports)-1] < len(recent)-2 {
+		return nil
+	}
+	first := recent[reports[0]].Tests
+	if first.Failed == 0 {
+		return nil
+	}
+	want := testsKey(first)
+	// The failure text is compared too, where the records have it: the same
+	// test failing on a different assertion is the edits getting somewhere.
+	wantText := ""
+	for _, i := range reports {
+		r := recent[i]
+		if testsKey(r.Tests) != want {
+			return nil
+		}
+		if text := failureSet(r.ToolCalls); text != "" {
+			if wantText != "" && text != wantText {
+				return nil
+			}
+			wantText = text
+		}
+	}
+	diag := fmt.Sprintf("the same tests kept failing (%s) in %s across %s",
+		describeFailingTests(first), formatIterations(iterationsOf(recent)), describeAttempts(recent))
+	return p.signal(recent, diag)
+}
+
+// sameError is rule 3.
+func (p NoProgress) sameError(recent []events.IterationRecord, cfg Config) *events.Signal {
+	newest := recent[len(recent)-1]
+	for _, c := range newest.ToolCalls {
+		f, failed := failureOf(c)
+		if !failed {
+			continue
+		}
+		var (
+			at      []int               // records with the failure
+			sources = map[string]bool{} // signatures that produced it
+		)
+		for i, r := range recent {
+			for _, rc := range r.ToolCalls {
+				if rf, ok := failureOf(rc); ok && rf.line == f.line {
+					sources[callSignature(rc)] = true
+					if len(at) == 0 || at[len(at)-1] != i {
+						at = append(at, i)
+					}
+				}
+			}
+		}
+		if len(at) < cfg.RepeatThreshold || at[0] > 1 {
+			continue
+		}
+		// A call that produced the error and then did something else
+		// (passed, or failed another way) means it was fixed at least once.
+		fixed := false
+		for _, r := range recent[at[0]:] {
+			for _, rc := range r.ToolCalls {
+				if rf, failed := failureOf(rc); sources[callSignature(rc)] && (!failed || rf.line != f.line) {
+					fixed = true
+				}
+			}
+		}
+		if fixed {
+			continue
+		}
+		diag := fmt.Sprintf("%s kept reporting the same error (in %d of them) across %s: %q",
+			formatIterations(iterationsOf(recent)), len(at), describeAttempts(recent), truncate(f.quote))
+		return p.signal(recent, diag)
+	}
+	return nil
+}
+
+func (p NoProgress) signal(recent []events.IterationRecord, diag string) *events.Signal {
 	return &events.Signal{
-		Iteration:  newest.Iteration,
+		Iteration:  recent[len(recent)-1].Iteration,
 		Pattern:    p.Name(),
 		Confidence: noProgressConfidence,
 		Action:     events.ActionDecompose,
 		Diagnosis:  diag,
-		Evidence:   evidence,
+		Evidence:   iterationsOf(recent),
 	}
+}
+
+// answersChanged reports whether some call made more than once in records
+// got a different outcome than the time before.
+func answersChanged(records []events.IterationRecord) bool {
+	last := map[string]string{}
+	for _, r := range records {
+		for _, c := range r.ToolCalls {
+			sig, out := callSignature(c), outcomeOf(c)
+			if prev, ok := last[sig]; ok && prev != out {
+				return true
+			}
+			last[sig] = out
+		}
+	}
+	return false
+}
+
+// reachesNewFiles reports whether most of the records changed a file that no
+// earlier record of theirs had changed: building something piece by piece.
+func reachesNewFiles(records []events.IterationRecord) bool {
+	touched := map[string]bool{}
+	reaching := 0
+	for _, r := range records {
+		fresh := false
+		for _, f := range r.FilesChanged {
+			if !touched[f] {
+				touched[f], fresh = true, true
+			}
+		}
+		if fresh {
+			reaching++
+		}
+	}
+	return reaching*2 > len(records)
+}
+
+// changedWithin reports whether the workspace changed after the first of
+// records (the first one's own change is what the span starts from).
+func changedWithin(records []events.IterationRecord) bool {
+	changed := workspaceChanges(records)
+	return slices.Contains(changed[1:], true)
+}
+
+// distinctCalls counts the distinct call signatures of records.
+func distinctCalls(records []events.IterationRecord) int {
+	set := map[string]bool{}
+	for _, r := range records {
+		for _, c := range r.ToolCalls {
+			set[callSignature(c)] = true
+		}
+	}
+	return len(set)
+}
+
+// testsKey identifies a test outcome: the counts and the failing names as a
+// set.
+func testsKey(t *events.TestResult) string {
+	names := slices.Clone(t.Failing)
+	slices.Sort(names)
+	return fmt.Sprintf("%d/%d/%s", t.Passed, t.Failed, strings.Join(names, "\x00"))
+}
+
+// failureSet is the sorted fingerprints of the failed calls, joined.
+func failureSet(calls []events.ToolCall) string {
+	var fps []string
+	for _, c := range calls {
+		if f, failed := failureOf(c); failed {
+			fps = append(fps, f.fingerprint)
+		}
+	}
+	slices.Sort(fps)
+	return strings.Join(fps, "\x00")
+}
+
+func describeFailingTests(t *events.TestResult) string {
+	s := fmt.Sprintf("%d failed", t.Failed)
+	if len(t.Failing) > 0 {
+		s += ": " + truncate(strings.Join(t.Failing, ", "))
+	}
+	return s
+}
+
+// describeAttempts says what the model tried over records: "6 different
+// calls and edits to parser.go in 3 iterations".
+func describeAttempts(records []events.IterationRecord) string {
+	s := countOf(distinctCalls(records), "different call")
+	var files []string
+	edits := 0
+	for _, r := range records {
+		if len(r.FilesChanged) > 0 {
+			edits++
+		}
+		for _, f := range r.FilesChanged {
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	if edits > 0 {
+		s += fmt.Sprintf(" and edits to %s in %s", truncate(strings.Join(files, ", ")), countOf(edits, "iteration"))
+	}
+	return s
+}
+
+// countOf is "1 call" or "3 calls".
+func countOf(n int, noun string) string {
+	if n != 1 {
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
 }
 
 // CircularTools fires when the newest iteration makes a tool call that was
@@ -169,27 +412,12 @@ func (p CircularTools) Detect(window []events.IterationRecord, cfg Config) *even
 	if len(window) == 0 {
 		return nil
 	}
-	changed := workspaceChanges(window)
 	last := len(window) - 1
-	// A change in the newest iteration may have come after its calls, so the
-	// model acted on what it read: not a loop. The same caution excludes any
-	// iteration that changed something from the unchanged stretch.
-	if changed[last] {
+	stretch := unchangedStretch(window)
+	if len(stretch) == 0 {
 		return nil
 	}
-	start := last
-	for start > 0 && !changed[start-1] {
-		start--
-	}
-	stretch := window[start:]
-	// Canonicalizing args decodes JSON; do it once per call.
-	sigs := make([][]string, len(stretch))
-	for i, r := range stretch {
-		sigs[i] = make([]string, len(r.ToolCalls))
-		for j, c := range r.ToolCalls {
-			sigs[i][j] = callSignature(c)
-		}
-	}
+	sigs := signatures(stretch)
 
 	var (
 		bestSig   string
@@ -203,7 +431,7 @@ func (p CircularTools) Detect(window []events.IterationRecord, cfg Config) *even
 			continue
 		}
 		seen[sig] = true
-		count, iters, first := repeatsOf(stretch, sigs, sig)
+		count, iters, first := repeatsOf(stretch, sigs, sig, outcomeKey)
 		if count >= cfg.RepeatThreshold && count > bestCount {
 			bestSig, bestCount, bestIters, bestFirst = sig, count, iters, first
 		}
@@ -234,13 +462,47 @@ func (p CircularTools) Detect(window []events.IterationRecord, cfg Config) *even
 	}
 }
 
+// unchangedStretch is the trailing run of records in which the workspace did
+// not change, or nil when the newest record changed it. A change in the
+// newest iteration may have come after its calls, so the model acted on
+// what it saw: not a loop. The same caution excludes any iteration that
+// changed something from the stretch.
+func unchangedStretch(window []events.IterationRecord) []events.IterationRecord {
+	if len(window) == 0 {
+		return nil
+	}
+	changed := workspaceChanges(window)
+	last := len(window) - 1
+	if changed[last] {
+		return nil
+	}
+	start := last
+	for start > 0 && !changed[start-1] {
+		start--
+	}
+	return window[start:]
+}
+
+// signatures is the call signature of every call of every record, computed
+// once: canonicalizing args decodes JSON.
+func signatures(records []events.IterationRecord) [][]string {
+	sigs := make([][]string, len(records))
+	for i, r := range records {
+		sigs[i] = make([]string, len(r.ToolCalls))
+		for j, c := range r.ToolCalls {
+			sigs[i][j] = callSignature(c)
+		}
+	}
+	return sigs
+}
+
 // repeatsOf counts, newest first, the calls with signature sig in stretch
-// (sigs holds the signature of each call) that have the same result as the
-// newest such call; the first different result ends the count, because the
-// model may have been right to look again. It returns the count, the
-// iterations involved (ascending) and the index of the record of the oldest
-// counted call.
-func repeatsOf(stretch []events.IterationRecord, sigs [][]string, sig string) (count int, iters []int, first int) {
+// (sigs holds the signature of each call) whose outcome (as key tells it)
+// is the newest such call's; the first different outcome ends the count,
+// because the model may have been right to look again. It returns the
+// count, the iterations involved (ascending) and the index of the record of
+// the oldest counted call.
+func repeatsOf(stretch []events.IterationRecord, sigs [][]string, sig string, key func(events.ToolCall) string) (count int, iters []int, first int) {
 	var want string
 	haveWant := false
 	for i := len(stretch) - 1; i >= 0; i-- {
@@ -250,7 +512,7 @@ func repeatsOf(stretch []events.IterationRecord, sigs [][]string, sig string) (c
 			if sigs[i][j] != sig {
 				continue
 			}
-			got := outcomeKey(calls[j])
+			got := key(calls[j])
 			if !haveWant {
 				want, haveWant = got, true
 			}
@@ -518,7 +780,12 @@ func countNames(calls []events.ToolCall) string {
 }
 
 // shortHash is enough of a hash to compare by eye, like git's short ids.
+// The algorithm prefix the builder writes ("sha256:") would use up most of
+// it and is the same on every hash, so it goes.
 func shortHash(h string) string {
+	if algo, hex, ok := strings.Cut(h, ":"); ok && algo != "" && hex != "" && !strings.ContainsAny(algo, " /") {
+		h = hex
+	}
 	if r := []rune(h); len(r) > 12 {
 		return string(r[:12])
 	}

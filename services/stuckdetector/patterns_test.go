@@ -42,6 +42,26 @@ func failing(names ...string) recOpt {
 	}
 }
 
+func wasCompacted() recOpt { return func(r *events.IterationRecord) { r.Compacted = true } }
+
+func contextTokens(n int) recOpt { return func(r *events.IterationRecord) { r.ContextTokens = n } }
+
+func testRun(passed, failed int, names ...string) recOpt {
+	return func(r *events.IterationRecord) {
+		r.Tests = &events.TestResult{Passed: passed, Failed: failed, Failing: names}
+	}
+}
+
+// runCmd is a call of the run tool.
+func runCmd(command, output string, exit int) events.ToolCall {
+	return failedCall("run", `{"command":"`+command+`"}`, output, exit)
+}
+
+// toolError is a call the tool refused.
+func toolError(name, args, msg string) events.ToolCall {
+	return events.ToolCall{Name: name, Args: json.RawMessage(args), Error: msg}
+}
+
 // call is a successful tool call; args is JSON as the model wrote it.
 func call(name, args, output string) events.ToolCall {
 	return events.ToolCall{Name: name, Args: json.RawMessage(args), Output: output}
@@ -66,12 +86,14 @@ func editFile(path, old, new string) events.ToolCall {
 }
 
 type trajectory struct {
-	name     string
-	cfg      Config // zero: defaults
-	records  []events.IterationRecord
-	want     []int  // iterations at which a signal fires
-	wantDiag string // diagnosis of the first signal, when set
-	wantEvid []int  // evidence of the first signal, when set
+	name       string
+	cfg        Config // zero: defaults
+	records    []events.IterationRecord
+	want       []int         // iterations at which a signal fires
+	wantDiag   string        // diagnosis of the first signal, when set
+	wantEvid   []int         // evidence of the first signal, when set
+	wantAction events.Action // action of the first signal, when set
+	wantConf   float64       // confidence of the first signal, when set
 }
 
 // runTrajectories feeds each trajectory to a Detector running only p, the
@@ -102,6 +124,12 @@ func runTrajectories(t *testing.T, p Pattern, cases []trajectory) {
 			}
 			if tc.wantEvid != nil && !slices.Equal(first.Evidence, tc.wantEvid) {
 				t.Errorf("evidence %v, want %v", first.Evidence, tc.wantEvid)
+			}
+			if tc.wantAction != "" && first.Action != tc.wantAction {
+				t.Errorf("action %s, want %s", first.Action, tc.wantAction)
+			}
+			if tc.wantConf != 0 && first.Confidence != tc.wantConf {
+				t.Errorf("confidence %v, want %v", first.Confidence, tc.wantConf)
 			}
 		})
 	}
@@ -557,7 +585,10 @@ func TestPatternNames(t *testing.T) {
 	for _, p := range DefaultPatterns() {
 		names = append(names, p.Name())
 	}
-	want := []string{"repetitive_output", "no_progress", "circular_tools"}
+	want := []string{
+		"repetitive_output", "chanting", "compaction_loop", "monologue", "alternating",
+		"circular_tools", "action_error_loop", "no_progress",
+	}
 	if !slices.Equal(names, want) {
 		t.Errorf("DefaultPatterns names %v, want %v", names, want)
 	}
@@ -634,5 +665,133 @@ func TestDiagnosisTruncatesLongArgs(t *testing.T) {
 	}
 	if len(s.Diagnosis) > 300 {
 		t.Errorf("diagnosis is %d bytes, want it bounded: %s", len(s.Diagnosis), s.Diagnosis)
+	}
+}
+
+// TestNoProgressByOutcome covers the rules that look at what the attempts
+// achieved rather than at the workspace alone.
+func TestNoProgressByOutcome(t *testing.T) {
+	const parseFail = "--- FAIL: TestParse (0.00s)\n    parse_test.go:27: got 0s, want 1h30m0s\nFAIL\n"
+	attempt := func(it int, old, new string) events.IterationRecord {
+		return rec(it, "T1", text("Trying another parse."), files("parse.go"), hash(old+new),
+			calls(editFile("parse.go", old, new), runCmd("go test ./config/", parseFail, 1)), testRun(8, 1, "TestParse"))
+	}
+	const undefined = "./store/pool.go:14:9: undefined: pgxpool.Connect"
+	poll := func(it int, status string) events.IterationRecord {
+		return rec(it, "T1", hash("h1"), calls(runCmd("pg_isready", status, 1)))
+	}
+	runTrajectories(t, NoProgress{}, []trajectory{
+		// Firing.
+		{
+			name: "the same failing test after every edit",
+			records: []events.IterationRecord{
+				rec(1, "T1", hash("h0"), calls(runCmd("go test ./config/", parseFail, 1)), testRun(8, 1, "TestParse")),
+				attempt(2, "a", "b"), attempt(3, "b", "c"), attempt(4, "c", "d"), attempt(5, "d", "e"),
+			},
+			want:       []int{5},
+			wantDiag:   `the same tests kept failing (1 failed: TestParse) in iterations 1-5 across 5 different calls and edits to parse.go in 4 iterations`,
+			wantEvid:   []int{1, 2, 3, 4, 5},
+			wantAction: events.ActionDecompose,
+			wantConf:   0.8,
+		},
+		{
+			name: "tests reported without their output",
+			records: []events.IterationRecord{
+				rec(1, "T1", testRun(3, 2, "TestB", "TestA")),
+				rec(2, "T1", files("a.go"), calls(editFile("a.go", "1", "2"))),
+				rec(3, "T1", files("a.go"), calls(editFile("a.go", "2", "3")), testRun(3, 2, "TestA", "TestB")),
+				rec(4, "T1", files("a.go"), calls(editFile("a.go", "3", "4"))),
+				rec(5, "T1", testRun(3, 2, "TestA", "TestB")),
+			},
+			want: []int{5},
+		},
+		{
+			name: "the same error from different commands across edits",
+			records: []events.IterationRecord{
+				rec(1, "T1", hash("h1"), calls(runCmd("go build ./...", "# acme/store\n"+undefined, 1))),
+				rec(2, "T1", hash("h2"), files("go.mod"), calls(editFile("go.mod", "v5.5.0", "v5.6.0"), runCmd("go vet ./store/", "# acme/store\nvet: "+undefined, 1))),
+				rec(3, "T1", hash("h2"), calls(runCmd("go test ./store/", "# acme/store\n"+undefined+"\nFAIL\tacme/store [build failed]", 1))),
+				rec(4, "T1", hash("h3"), files("main.go"), calls(editFile("main.go", "Open(url)", "Open(ctx, url)"), runCmd("go build ./...", "# acme/store\n"+undefined, 1))),
+				rec(5, "T1", hash("h3"), calls(runCmd("go clean -cache", "", 0), runCmd("go vet ./...", "# acme/store\nvet: "+undefined, 1))),
+			},
+			want: []int{5},
+			wantDiag: `iterations 1-5 kept reporting the same error (in 5 of them) across 7 different calls and edits to go.mod, main.go in 2 iterations: ` +
+				`"vet: ./store/pool.go:14:9: undefined: pgxpool.Connect"`,
+		},
+		// Healthy look-alikes.
+		{
+			name: "the failing set shrinks",
+			records: []events.IterationRecord{
+				rec(1, "T1", testRun(9, 3, "TestA", "TestB", "TestC")),
+				rec(2, "T1", files("v.go"), calls(editFile("v.go", "1", "2")), testRun(10, 2, "TestB", "TestC")),
+				rec(3, "T1", files("v.go"), calls(editFile("v.go", "2", "3")), testRun(11, 1, "TestC")),
+				rec(4, "T1", calls(readFile("c.go", "C"))),
+				rec(5, "T1", files("v.go"), calls(editFile("v.go", "3", "4")), testRun(11, 1, "TestC")),
+			},
+		},
+		{
+			name: "the same test fails for a different reason each time",
+			records: []events.IterationRecord{
+				rec(1, "T1", calls(runCmd("pytest", "E   AssertionError: assert '12.5' == '12.50'", 1)), testRun(13, 1, "test_amounts")),
+				rec(2, "T1", files("export.py"), calls(editFile("export.py", "a", "b"), runCmd("pytest", "E   TypeError: unsupported format string passed to NoneType", 1)), testRun(13, 1, "test_amounts")),
+				rec(3, "T1", files("export.py"), calls(editFile("export.py", "b", "c"), runCmd("pytest", "E   NameError: name 'fmt_amount' is not defined", 1)), testRun(13, 1, "test_amounts")),
+				rec(4, "T1", files("export.py"), calls(editFile("export.py", "c", "d"), runCmd("pytest", "E   decimal.InvalidOperation", 1)), testRun(13, 1, "test_amounts")),
+				rec(5, "T1", files("export.py"), calls(editFile("export.py", "d", "e"), runCmd("pytest", "E   AssertionError: assert '' == '0.00'", 1)), testRun(13, 1, "test_amounts")),
+			},
+		},
+		{
+			name: "building the feature file by file",
+			records: []events.IterationRecord{
+				rec(1, "T1", calls(runCmd("go test ./e2e/", "--- FAIL: TestRefund: status 404, want 201", 1)), testRun(6, 1, "TestRefund")),
+				rec(2, "T1", files("refund.go"), calls(call("write_file", `{"path":"refund.go"}`, "ok"), runCmd("go test ./e2e/", "--- FAIL: TestRefund: status 404, want 201", 1)), testRun(6, 1, "TestRefund")),
+				rec(3, "T1", files("store.go"), calls(call("write_file", `{"path":"store.go"}`, "ok"), runCmd("go test ./e2e/", "--- FAIL: TestRefund: status 404, want 201", 1)), testRun(6, 1, "TestRefund")),
+				rec(4, "T1", files("handler.go"), calls(call("write_file", `{"path":"handler.go"}`, "ok"), runCmd("go test ./e2e/", "--- FAIL: TestRefund: status 404, want 201", 1)), testRun(6, 1, "TestRefund")),
+				rec(5, "T1", files("0004.sql"), calls(call("write_file", `{"path":"0004.sql"}`, "ok"), runCmd("go test ./e2e/", "--- FAIL: TestRefund: status 404, want 201", 1)), testRun(6, 1, "TestRefund")),
+			},
+		},
+		{
+			name:    "polling whose answer changes",
+			records: []events.IterationRecord{poll(1, "no response"), poll(2, "no response"), poll(3, "rejecting connections"), poll(4, "rejecting connections"), poll(5, "rejecting connections")},
+		},
+		{
+			name: "the error was fixed once in between",
+			records: []events.IterationRecord{
+				rec(1, "T1", calls(runCmd("go build ./...", undefined, 1))),
+				rec(2, "T1", files("a.go"), calls(editFile("a.go", "1", "2"), runCmd("go build ./...", "", 0))),
+				rec(3, "T1", files("a.go"), calls(editFile("a.go", "2", "3"), runCmd("go build ./...", undefined, 1))),
+				rec(4, "T1", calls(runCmd("go vet ./...", "vet: "+undefined, 1))),
+				rec(5, "T1", files("a.go"), calls(editFile("a.go", "3", "4"), runCmd("go build ./...", undefined, 1))),
+			},
+		},
+		{
+			name: "the error appeared late in the span",
+			records: []events.IterationRecord{
+				rec(1, "T1", files("a.go"), calls(editFile("a.go", "1", "2"))),
+				rec(2, "T1", files("b.go"), calls(editFile("b.go", "1", "2"))),
+				rec(3, "T1", calls(runCmd("go build ./...", undefined, 1))),
+				rec(4, "T1", files("a.go"), calls(editFile("a.go", "2", "3"), runCmd("go vet ./...", undefined, 1))),
+				rec(5, "T1", files("a.go"), calls(editFile("a.go", "3", "4"), runCmd("go build ./...", undefined, 1))),
+			},
+		},
+		{
+			name: "a claim in the span",
+			records: []events.IterationRecord{
+				attempt(1, "a", "b"), attempt(2, "b", "c"), rec(3, "T1", text("Done."), claimedDone()), attempt(4, "c", "d"), attempt(5, "d", "e"),
+			},
+		},
+	})
+}
+
+func TestShortHash(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"sha256:3f7a9c21d4e8b6051c2e", "3f7a9c21d4e8"},
+		{"9f2c1a7e0b3d55aa", "9f2c1a7e0b3d"},
+		{"c3", "c3"},
+		{"sha256:", "sha256:"},
+	}
+	for _, tc := range tests {
+		if got := shortHash(tc.in); got != tc.want {
+			t.Errorf("shortHash(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

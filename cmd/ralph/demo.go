@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralphmesh/ralph/internal/demo"
+	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/scriptllm"
 )
 
@@ -51,15 +52,22 @@ func newDemoCmd() *cobra.Command {
 			cfg.LLM.BaseURL, cfg.LLM.APIKey = baseURL, ""
 			cfg.Builder.BaseURL, cfg.Builder.APIKey, cfg.Builder.Model = "", "", demo.BuilderModel
 			cfg.Critic.BaseURL, cfg.Critic.APIKey, cfg.Critic.Model = "", "", demo.CriticModel
+			cfg.Pruner.BaseURL, cfg.Pruner.APIKey, cfg.Pruner.Model = "", "", demo.PrunerModel
+			for _, r := range []*config.Role{&cfg.Decomposer.Role, &cfg.Summarizer} {
+				// Not called by the demo's PRD; kept off any real endpoint.
+				r.BaseURL, r.APIKey = "", ""
+			}
 
 			if !asJSON {
 				fmt.Fprintf(out, `Ralph mesh demo
   The model is SIMULATED: a scripted OpenAI-compatible server at %s answers
-  for the builder (%s) and the critic (%s). Nothing leaves this machine.
+  for the builder (%s), the critic (%s) and the context pruner (%s).
+  Nothing leaves this machine. Task T3 shows a builder stuck in a loop being
+  noticed and unstuck.
   PRD:       %s
   workspace: %s (a fresh git repository)
 
-`, baseURL, demo.BuilderModel, demo.CriticModel, prdPath, ws)
+`, baseURL, demo.BuilderModel, demo.CriticModel, demo.PrunerModel, prdPath, ws)
 			}
 			start, err := prepareSession(prdPath, ws, "")
 			if err != nil {

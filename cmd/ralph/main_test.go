@@ -200,12 +200,17 @@ func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
 	t.Setenv("RALPH_LLM_BASE_URL", url)
 	t.Setenv("RALPH_BUILDER_MODEL", demo.BuilderModel)
 	t.Setenv("RALPH_CRITIC_MODEL", demo.CriticModel)
+	t.Setenv("RALPH_PRUNER_MODEL", demo.PrunerModel)
 
 	startServices(t)
 
 	dir := t.TempDir()
 	prdPath := writeFile(t, dir, "prd.yaml", string(demo.PRDYAML()))
-	ws := t.TempDir()
+	ws, err := demo.Workspace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
 	out, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--json", "--session", "cli-run")
 	if code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)

@@ -24,6 +24,9 @@ var scriptYAML []byte
 const (
 	BuilderModel = "demo-builder"
 	CriticModel  = "demo-critic"
+	// PrunerModel answers for the context pruner, which the demo's third
+	// task calls on when the builder loops.
+	PrunerModel = "demo-pruner"
 )
 
 // PRD is the demo's task list.
@@ -35,19 +38,29 @@ func PRDYAML() []byte { return prdYAML }
 // Script is the scripted model's rules.
 func Script() (scriptllm.Script, error) { return scriptllm.ParseScript(scriptYAML, ".yaml") }
 
-// Workspace creates a temporary git repository with a README.
+// changes is the changelog the demo's third task summarises.
+const changes = `# Changes
+* Startup reads the configuration once instead of three times.
+* ralph replay gained a --json flag.
+* An empty PRD is refused with a message naming the file.
+`
+
+// Workspace creates a temporary git repository with a README and a
+// changelog.
 func Workspace() (string, error) {
 	dir, err := os.MkdirTemp("", "ralph-demo-")
 	if err != nil {
 		return "", fmt.Errorf("demo workspace: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# demo workspace\n\nCreated by `ralph demo`.\n"), 0o644); err != nil {
-		return "", fmt.Errorf("demo workspace: %w", err)
+	for name, content := range map[string]string{"README.md": "# demo workspace\n\nCreated by `ralph demo`.\n", "CHANGES.md": changes} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return "", fmt.Errorf("demo workspace: %w", err)
+		}
 	}
 	if _, err := exec.LookPath("git"); err == nil {
 		for _, args := range [][]string{
 			{"init", "-q"},
-			{"add", "README.md"},
+			{"add", "README.md", "CHANGES.md"},
 			{"-c", "user.name=ralph", "-c", "user.email=ralph@localhost", "commit", "-q", "-m", "initial commit"},
 		} {
 			cmd := exec.Command("git", args...)

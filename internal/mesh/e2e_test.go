@@ -18,22 +18,27 @@ import (
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
-// The demo PRD through builder -> stuckdetector -> critic: T1 is approved at
-// once, T2 is rejected once (no usage comment) and approved after the fix.
-func TestTwoTaskSessionWithOneRejection(t *testing.T) {
+// The demo PRD through builder -> stuckdetector -> critic -> pruner: T1 is
+// approved at once, T2 is rejected once (no usage comment) and approved
+// after the fix, T3 loops, is pruned and then done.
+func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	script, err := demo.Script()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := newHarness(t, script)
-	h.cfg.Builder.Model, h.cfg.Critic.Model = demo.BuilderModel, demo.CriticModel
+	h.cfg.Builder.Model, h.cfg.Critic.Model, h.cfg.Pruner.Model = demo.BuilderModel, demo.CriticModel, demo.PrunerModel
 	m := h.mesh()
-	h.run(m, "builder", "critic", "stuckdetector")
+	h.run(m, "builder", "critic", "stuckdetector", "pruner")
 	p, err := demo.PRD()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := workspace(t, map[string]string{"README.md": "# demo\n"})
+	ws, err := demo.Workspace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
 	h.start(m, "e2e-two-tasks", p, ws)
 	got := h.wait(m, "e2e-two-tasks")
 
@@ -61,11 +66,14 @@ func TestTwoTaskSessionWithOneRejection(t *testing.T) {
 			completed++
 		}
 	}
-	if want := []string{"T1:approved", "T2:rejected", "T2:approved"}; !slices.Equal(verdicts, want) {
+	if want := []string{"T1:approved", "T2:rejected", "T2:approved", "T3:approved"}; !slices.Equal(verdicts, want) {
 		t.Fatalf("verdicts %v, want %v", verdicts, want)
 	}
-	if completed != 10 || analyzed != completed {
-		t.Fatalf("%d iterations completed, %d analyzed; want 10 each", completed, analyzed)
+	if completed != 15 || analyzed != completed {
+		t.Fatalf("%d iterations completed, %d analyzed; want 15 each", completed, analyzed)
+	}
+	if pr := eventsOf[events.PruneCompletedData](t, got, events.PruneCompleted); len(pr) != 1 || pr[0].TaskID != "T3" || pr[0].Fallback {
+		t.Fatalf("prunes %+v, want T3 pruned once with the pruner model", pr)
 	}
 	script2, _ := os.ReadFile(filepath.Join(ws, "count.sh"))
 	if !strings.HasPrefix(string(script2), "# Usage:") {
@@ -94,7 +102,7 @@ func TestTwoTaskSessionWithOneRejection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if usage["builder:calls"] != 10 || usage["critic:calls"] != 3 {
+	if usage["builder:calls"] != 15 || usage["critic:calls"] != 4 || usage["pruner:calls"] != 1 {
 		t.Fatalf("usage by role: %v", usage)
 	}
 	// The same mesh exports what it did as Prometheus metrics.
@@ -111,10 +119,12 @@ func TestTwoTaskSessionWithOneRejection(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`ralph_events_handled_total{outcome="ack",service="builder",type="iteration.requested"} 10`,
-		`ralph_events_handled_total{outcome="ack",service="critic",type="critique.requested"} 3`,
-		`ralph_llm_calls_total{role="critic"} 3`,
-		`ralph_tool_calls_total{outcome="ok",tool="write_file"} 2`,
+		`ralph_events_handled_total{outcome="ack",service="builder",type="iteration.requested"} 15`,
+		`ralph_events_handled_total{outcome="ack",service="critic",type="critique.requested"} 4`,
+		`ralph_events_handled_total{outcome="ack",service="pruner",type="prune.requested"} 1`,
+		`ralph_llm_calls_total{role="critic"} 4`,
+		`ralph_tool_calls_total{outcome="ok",tool="write_file"} 3`,
+		`ralph_stuck_signals_total{action="prune_context",pattern="repetitive_output"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -122,8 +132,6 @@ func TestTwoTaskSessionWithOneRejection(t *testing.T) {
 	}
 }
 
-// A builder that keeps reading the same file gets a circular_tools signal,
-// a nudge, and, when it goes on, an escalation that says what was tried.
 // TestStuckAfterPruneAndDecompositionEscalates: a builder that reads
 // notes.txt over and over, whatever its context or task, climbs the whole
 // ladder: the loop is named, the context pruned, the task split, and the

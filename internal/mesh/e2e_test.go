@@ -398,4 +398,25 @@ rules:
 			t.Fatalf("ended with %s %s", last.Type, last.Data)
 		}
 	})
+	t.Run("critic down", func(t *testing.T) {
+		h := newHarness(t, parseScript(t, `
+rules:
+  - {model: builder, reply: {content: "Nothing to do; done."}}
+  - {model: critic, error: {status: 503, message: upstream overloaded}}
+`))
+		h.cfg.LLM.MaxRetries = -1
+		h.cfg.Stream.MaxDeliver = 2
+		m := h.mesh()
+		h.run(m, "builder", "critic", "stuckdetector")
+		h.start(m, "e2e-critic-down", parsePRD(t, "tasks:\n  - {id: C1, title: c, acceptance_criteria: [x]}\n"), workspace(t, nil))
+		got := h.wait(m, "e2e-critic-down")
+		last := got[len(got)-1]
+		var d events.SessionEscalatedData
+		if last.Type != events.SessionEscalated || last.Decode(&d) != nil || !strings.Contains(d.Reason, "could not be reviewed") || !strings.Contains(d.Reason, "503") {
+			t.Fatalf("ended with %s %s; want an escalation saying the critic is down", last.Type, last.Data)
+		}
+		if n := len(eventsOf[events.IterationRecord](t, got, events.IterationCompleted)); n != 1 {
+			t.Fatalf("%d iterations: the builder must not go on without a reviewer", n)
+		}
+	})
 }

@@ -250,12 +250,15 @@ type VerifyResult struct {
 	TimedOut bool   `json:"timed_out,omitempty"`
 }
 
-// CritiqueCompletedData is the payload of critique.completed.
+// CritiqueCompletedData is the payload of critique.completed. Error is set
+// when no verdict could be had (the critic model stayed unavailable); the
+// builder then escalates rather than treat it as a rejection.
 type CritiqueCompletedData struct {
 	TaskID  string        `json:"task_id"`
 	Attempt int           `json:"attempt"`
 	Verdict Verdict       `json:"verdict"`
 	Verify  *VerifyResult `json:"verify,omitempty"`
+	Error   string        `json:"error,omitempty"`
 }
 
 func (d CritiqueCompletedData) Validate() error {

@@ -512,6 +512,12 @@ func (s State) resumed(ev Resumed, now time.Time) (State, []Command, error) {
 
 func (s State) critiqued(ev Critiqued, now time.Time) (State, []Command, error) {
 	t := s.CurrentTask()
+	if ev.Data.Error != "" {
+		// Nobody can judge the work: a person decides (`ralph resume` sends
+		// the task back to the builder, which claims it done again).
+		t.Status = TaskActive
+		return s.escalate(fmt.Sprintf("task %s could not be reviewed: %s", t.ID, ev.Data.Error), nil, now)
+	}
 	v := ev.Data.Verdict
 	if v.Approved {
 		t.Status = TaskDone

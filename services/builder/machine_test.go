@@ -630,3 +630,23 @@ func TestCompactionStopsAtTheLimits(t *testing.T) {
 		t.Fatalf("turn limit: phase %s, reason %q", s.Phase, s.Reason)
 	}
 }
+
+func TestCriticOutageEscalates(t *testing.T) {
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	s, _ = step(t, s, record(s, 1, claimed))
+	s, _ = step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{ClaimedDone: true}})
+	s, cmds := step(t, s, Critiqued{Step: s.Step, Data: events.CritiqueCompletedData{TaskID: "T1", Attempt: 1,
+		Error: "the critic could not review attempt 1: 503 upstream overloaded"}})
+	if s.Phase != PhaseEscalated || !strings.Contains(s.Reason, "task T1 could not be reviewed: the critic could not review attempt 1: 503") {
+		t.Fatalf("phase %s, reason %q", s.Phase, s.Reason)
+	}
+	esc := payload[events.SessionEscalatedData](t, cmds, events.SessionEscalated)
+	if esc.TaskID != "T1" || esc.Signal != nil {
+		t.Fatalf("escalation %+v", esc)
+	}
+	// Resumed: the builder works on and claims the task done again.
+	s, cmds = step(t, s, Resumed{Step: s.Step, Data: events.SessionResumedData{Message: "the critic is back"}})
+	if s.Phase != PhaseIterating || s.CurrentTask().Status != TaskActive || !eq(published(cmds), []events.Type{events.IterationRequested}) {
+		t.Fatalf("after resume: phase %s, status %s, published %v", s.Phase, s.CurrentTask().Status, published(cmds))
+	}
+}

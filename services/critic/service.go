@@ -101,11 +101,12 @@ func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
 		switch {
 		case err != nil && ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
 			// No verdict can be had (the critic model is down or refuses
-			// the request): say so as a rejection, so the builder goes on
-			// and the session's limits still end it, rather than leave the
-			// session waiting for a review that never comes.
+			// the request): say so, so the builder pauses the session for
+			// a person rather than leave it waiting for a review that never
+			// comes or burn turns on attempts nobody can judge.
 			log.Error("no verdict from the critic model", zap.Error(err))
-			v = events.Verdict{Approved: false, Feedback: fmt.Sprintf("the critic could not review this attempt: %v", err)}
+			out.Error = fmt.Sprintf("the critic could not review attempt %d: %v", req.Attempt, err)
+			v = events.Verdict{Approved: false, Feedback: out.Error}
 		case err != nil:
 			return err
 		}

@@ -132,14 +132,18 @@ func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	}
 }
 
-// TestStuckAfterPruneAndDecompositionEscalates: a builder that reads
-// notes.txt over and over, whatever its context or task, climbs the whole
-// ladder: the loop is named, the context pruned, the task split, and the
-// subtask, stuck as well at the maximum depth, is escalated with what was
-// tried.
-func TestStuckAfterPruneAndDecompositionEscalates(t *testing.T) {
+// TestStuckAfterPruneAndDecompositionEscalatesThenResumes: a builder that
+// reads notes.txt over and over climbs the whole ladder: the loop is named,
+// the context pruned, the task split, and the first subtask, stuck as well
+// at the maximum depth, is escalated with what was tried. A person's
+// guidance resumes it and the session completes.
+func TestStuckAfterPruneAndDecompositionEscalatesThenResumes(t *testing.T) {
 	h := newHarness(t, parseScript(t, `
 rules:
+  - {model: builder, when: {any_contains: "notes are known: remember the milk", last_role: user}, reply: {content: "Understood.", tool_calls: [{name: write_file, arguments: {path: known.txt, content: "remember the milk\n"}}]}}
+  - {model: builder, when: {any_contains: "notes are known: remember the milk"}, reply: {content: "The notes are known."}}
+  - {model: builder, when: {first_user_contains: "Task L1.2:", last_role: user}, reply: {content: "Writing the summary.", tool_calls: [{name: write_file, arguments: {path: summary.txt, content: "milk\n"}}]}}
+  - {model: builder, when: {first_user_contains: "Task L1.2:"}, reply: {content: "summary.txt exists."}}
   - {model: builder, reply: {content: "Let me read the notes once more.", tool_calls: [{name: read_file, arguments: {path: notes.txt}}]}}
   - {model: pruner, reply: {content: "notes.txt was read many times; it says: remember the milk."}}
   - model: decomposer
@@ -203,6 +207,39 @@ tasks:
 	ctxUnits, _ := m.Store.Units(context.Background(), "e2e-ladder", "L1")
 	if !slices.ContainsFunc(ctxUnits, func(u unitT) bool { return strings.HasPrefix(u.ID, "pruned-") }) {
 		t.Fatal("the parent's context carries no prune note")
+	}
+
+	// `ralph resume` publishes this; the CLI's own test drives the command.
+	resume, err := events.New(events.SessionResumed, "e2e-ladder", esc.TaskID, last.Step, time.Now(),
+		events.SessionResumedData{Message: "The notes are known: remember the milk. Stop reading notes.txt."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Bus.Publish(context.Background(), resume); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var after []events.Envelope
+	seen := false
+	if err := m.Bus.Follow(ctx, "e2e-ladder", func(env events.Envelope) (bool, error) {
+		seen = seen || env.ID == resume.ID
+		if seen {
+			after = append(after, env)
+		}
+		return seen && env.Type.Terminal(), nil
+	}); err != nil {
+		t.Fatalf("resumed session did not end: %v; events %v", err, types(after))
+	}
+	if end := after[len(after)-1]; end.Type != events.SessionCompleted {
+		t.Fatalf("resumed session ended with %s; events %v", end.Type, types(after))
+	}
+	var order []string
+	for _, d := range eventsOf[events.TaskCompletedData](t, after, events.TaskCompleted) {
+		order = append(order, d.TaskID)
+	}
+	if !slices.Equal(order, []string{"L1.1", "L1.2", "L1"}) {
+		t.Fatalf("after the resume, tasks completed %v", order)
 	}
 }
 

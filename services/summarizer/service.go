@@ -172,7 +172,7 @@ func (s *Service) compact(ctx context.Context, env events.Envelope, req events.C
 		out.TokensAfter = plan.TokensBefore
 		return out, s.d.Store.SaveCompaction(ctx, env.Session, req.TaskID, hist)
 	}
-	facts := Facts{ModifiedFiles: modifiedFiles(stored, req.FilesChanged), UnresolvedErrors: unresolvedErrors(stored)}
+	facts := FactsOf(stored, req.FilesChanged)
 	res, err := s.exec.Apply(ctx, env.Session, req.TaskID, stored, plan, facts, &hist)
 	out.LLMCalls, out.CacheHits, out.Applied = res.LLMCalls, res.CacheHits, res.Applied
 	if err != nil {
@@ -186,6 +186,13 @@ func (s *Service) compact(ctx context.Context, env events.Envelope, req events.C
 	}
 	out.TokensAfter = units.Total(res.Units)
 	return out, s.d.Store.SaveCompaction(ctx, env.Session, req.TaskID, hist)
+}
+
+// FactsOf is what a task's context says must survive any summary: the
+// files it modified (known ones first, then every path it wrote) and the
+// errors it has not got past.
+func FactsOf(stored []units.Unit, knownFiles []string) Facts {
+	return Facts{ModifiedFiles: modifiedFiles(stored, knownFiles), UnresolvedErrors: unresolvedErrors(stored)}
 }
 
 // modifiedFiles are the task's changed files and every path it wrote.

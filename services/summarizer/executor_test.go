@@ -217,3 +217,26 @@ rules:
 		}
 	}
 }
+
+func TestFactsOf(t *testing.T) {
+	result := func(id, tool, args, content string) units.Unit {
+		return units.Unit{ID: id, Role: "tool", Kind: units.KindToolResult, Tool: tool, Args: json.RawMessage(args), Content: content}
+	}
+	us := []units.Unit{
+		{ID: "assistant-1", Role: "assistant", Kind: units.KindMessage, Calls: []units.Call{
+			{ID: "c1", Name: "write_file", Args: `{"path":"docs/a.md","content":"x"}`},
+			{ID: "c2", Name: "edit_file", Args: `{"path":"b.go","old":"a","new":"b"}`}}},
+		result("tool-2-0", "run", `{"command":"go test ./..."}`, "exit code 1\n--- FAIL: TestA\nFAIL"),
+		result("tool-3-0", "run", `{"command":"make lint"}`, "exit code 2\nlint.go:3: error: unused variable x"),
+		result("tool-4-0", "run", `{"command":"go test ./..."}`, "exit code 0\nok"),
+		result("tool-5-0", "read_file", `{"path":"gone.txt"}`, `error: read_file: path "gone.txt" does not exist`),
+	}
+	f := summarizer.FactsOf(us, []string{"notes.md"})
+	if want := []string{"notes.md", "docs/a.md", "b.go"}; !slices.Equal(f.ModifiedFiles, want) {
+		t.Errorf("modified files %v, want %v", f.ModifiedFiles, want)
+	}
+	// go test failed, then passed: solved. make lint and the read are not.
+	if want := []string{"lint.go:3: error: unused variable x", `error: read_file: path "gone.txt" does not exist`}; !slices.Equal(f.UnresolvedErrors, want) {
+		t.Errorf("unresolved errors %q, want %q", f.UnresolvedErrors, want)
+	}
+}

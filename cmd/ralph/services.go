@@ -66,7 +66,7 @@ func newServiceCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "service NAME",
 		Short: "Run one service against external NATS and Redis (the unit of scaling)",
-		Long:  "Run one service (builder, critic, stuckdetector, console) against RALPH_NATS_URL and RALPH_REDIS_URL.",
+		Long:  "Run one service (builder, critic, stuckdetector, pruner, decomposer, summarizer or console) against RALPH_NATS_URL and RALPH_REDIS_URL.",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			name := a[0]

@@ -40,5 +40,6 @@ The same input always gives byte-identical output.`,
 			return err
 		},
 	})
+	compact.AddCommand(newCompactBenchCmd())
 	return compact
 }

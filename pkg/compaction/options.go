@@ -3,6 +3,7 @@ package compaction
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -42,7 +43,8 @@ type Options struct {
 	// counting those History says were already made (adaptive mode).
 	MaxCallsPerIteration int
 	// MinGainTokens: an op saving fewer tokens is not worth doing (adaptive
-	// mode; tiered only refuses ops that save nothing).
+	// mode; tiered only refuses ops that save nothing). Ops without an LLM
+	// call (pointers) need a quarter of it.
 	MinGainTokens int
 	// OvershootLimit consecutive overshoots of a label start a cooldown of
 	// CooldownIterations iterations for it (adaptive mode).
@@ -58,6 +60,14 @@ type Options struct {
 	MaxOutputTokens int
 	// PointerTokens is the size of a pointer with its digest.
 	PointerTokens int
+	// MinTargetShare: when a plan cannot reach the target, its compactor
+	// calls must cover at least this share of the way there or they are not
+	// made (adaptive mode; unachievable_ratio; at the critical tier only
+	// when the free ops alone leave the context under pressure).
+	MinTargetShare float64
+	// CheckpointOverheadTokens is what a checkpoint costs whatever it
+	// merges: its header, section headings and the facts it must name.
+	CheckpointOverheadTokens int
 	// AdvisorEpsilon is the relative score difference within which
 	// candidates count as tied; AdvisorTopK how many of them the advisor
 	// may reorder (below 2 disables it); AdvisorTimeout how long it may take.
@@ -73,23 +83,25 @@ type Options struct {
 // compact plan` uses.
 func DefaultOptions() Options {
 	return Options{
-		Mode:                 ModeTieredAdaptive,
-		PressureRatio:        0.70,
-		CriticalRatio:        0.90,
-		TargetRatio:          0.50,
-		RecentTurns:          2,
-		MaxCallsPerIteration: 4,
-		MinGainTokens:        50,
-		OvershootLimit:       2,
-		CooldownIterations:   3,
-		MinFeasibleRatio:     0.05,
-		MaxUsefulRatio:       0.80,
-		MaxOutputTokens:      1024,
-		PointerTokens:        60,
-		AdvisorEpsilon:       0.05,
-		AdvisorTopK:          4,
-		AdvisorTimeout:       5 * time.Second,
-		PromptVersion:        "v1",
+		Mode:                     ModeTieredAdaptive,
+		PressureRatio:            0.70,
+		CriticalRatio:            0.90,
+		TargetRatio:              0.50,
+		RecentTurns:              2,
+		MaxCallsPerIteration:     4,
+		MinGainTokens:            150,
+		OvershootLimit:           2,
+		CooldownIterations:       3,
+		MinFeasibleRatio:         0.05,
+		MaxUsefulRatio:           0.80,
+		MaxOutputTokens:          1024,
+		PointerTokens:            60,
+		CheckpointOverheadTokens: 120,
+		MinTargetShare:           0.25,
+		AdvisorEpsilon:           0.05,
+		AdvisorTopK:              4,
+		AdvisorTimeout:           5 * time.Second,
+		PromptVersion:            "v1",
 	}
 }
 
@@ -158,6 +170,12 @@ func (o Options) Validate() error {
 	}
 	if o.MaxOutputTokens < 1 {
 		bad("MaxOutputTokens", "must be at least 1, got %d", o.MaxOutputTokens)
+	}
+	if math.IsNaN(o.MinTargetShare) || o.MinTargetShare < 0 || o.MinTargetShare > 1 {
+		bad("MinTargetShare", "must be in [0,1], got %v", o.MinTargetShare)
+	}
+	if o.CheckpointOverheadTokens < 0 {
+		bad("CheckpointOverheadTokens", "must be at least 0, got %d", o.CheckpointOverheadTokens)
 	}
 	if o.PointerTokens < 1 {
 		bad("PointerTokens", "must be at least 1, got %d", o.PointerTokens)

@@ -199,6 +199,9 @@ func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Adv
 		p.legacy(&r)
 	} else {
 		p.tiered(ctx, &r, adv)
+		if p.adaptive {
+			p.dropFutileCalls(&r, doc.LimitTokens)
+		}
 	}
 	r.TokensAfter = r.TokensBefore
 	for _, op := range r.Ops {
@@ -209,6 +212,38 @@ func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Adv
 	}
 	r.TargetMet = r.TokensAfter <= r.TargetTokens
 	return r, nil
+}
+
+// dropFutileCalls is the plan-level feasibility gate. When the plan cannot
+// reach the target and its compactor calls would cover less than
+// MinTargetShare of the way there, the calls are not worth making: the free
+// ops (pointers, cached results) stay. At the critical tier that holds only
+// if the free ops alone bring the context under the pressure threshold, so
+// that the next step is not at risk of overflowing.
+func (p *planner) dropFutileCalls(r *Result, limit int) {
+	saved, callSaved := 0, 0
+	for _, op := range r.Ops {
+		saved += op.TokensSaved
+		if op.LLMCall && !op.Cached {
+			callSaved += op.TokensSaved
+		}
+	}
+	need := r.TokensBefore - r.TargetTokens
+	if r.TokensBefore-saved <= r.TargetTokens || callSaved == 0 || float64(callSaved) >= p.opts.MinTargetShare*float64(need) {
+		return
+	}
+	if r.Tier == TierCritical && float64(r.TokensBefore-(saved-callSaved)) >= p.opts.PressureRatio*float64(limit) {
+		return
+	}
+	kept := r.Ops[:0]
+	for _, op := range r.Ops {
+		if op.LLMCall && !op.Cached {
+			r.Skipped = append(r.Skipped, Skip{Unit: op.Unit, Reason: SkipUnachievableRatio, Op: op.Op, Label: op.Label})
+			continue
+		}
+		kept = append(kept, op)
+	}
+	r.Ops = kept
 }
 
 type planner struct {
@@ -449,6 +484,7 @@ func (p *planner) unitCandidates(i, group int) []*candidate {
 			pointer = "file:" + v.path[i]
 		}
 	}
+
 	switch u.Kind {
 	case units.KindToolCall:
 		if len(u.Args) > 0 && !isNull(u.Args) {
@@ -544,6 +580,12 @@ func (p *planner) finish(c *candidate, harm float64) {
 	} else {
 		e = p.expected(c.label, c.op)
 		c.output = min(ceilTokens(float64(c.tokens)*e), p.opts.MaxOutputTokens)
+		if c.op == OpCheckpointMerge {
+			// A checkpoint carries its frame (header, the four section
+			// headings, the facts it must name) whatever it merges, so a
+			// small merge can grow the context.
+			c.output += p.opts.CheckpointOverheadTokens
+		}
 	}
 	c.saved = c.tokens - c.output
 	c.harm = round(harm, 4)
@@ -568,6 +610,12 @@ func (p *planner) gate(c *candidate, e float64) SkipReason {
 	if p.hist.coolingDown(c.label, p.opts) {
 		return SkipCooldown
 	}
+	if c.llm && c.op != OpCheckpointMerge && p.hist.Compressed[p.v.us[c.unit()].ID] > 0 {
+		// Rewriting a rewrite (or a pointer's digest) gains little and
+		// loses what the first rewrite kept; the unit's next step is the
+		// checkpoint.
+		return SkipNoGain
+	}
 	if c.llm && c.tokens > 0 {
 		floor := p.opts.MinFeasibleRatio
 		_, best, realised := p.hist.realised(c.label, c.op)
@@ -586,7 +634,13 @@ func (p *planner) gate(c *candidate, e float64) SkipReason {
 			}
 		}
 	}
-	if c.saved < max(1, p.opts.MinGainTokens) {
+	floor := p.opts.MinGainTokens
+	if !c.llm {
+		// Without a call the saving costs nothing but the unit's detail,
+		// which harm already weighs: a lower floor.
+		floor /= 4
+	}
+	if c.saved < max(1, floor) {
 		return SkipNoGain
 	}
 	return ""

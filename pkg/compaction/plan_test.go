@@ -405,7 +405,9 @@ func TestPlanCooldown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := mustPlan(t, pressureDoc(10000), DefaultOptions(), withNoMerge(tt.hist), nil)
+			// The fixture's units are small: a lower no-gain floor lets the
+			// cooldown, not the floor, decide.
+			r := mustPlan(t, pressureDoc(10000), opts(func(o *Options) { o.MinGainTokens = 50 }), withNoMerge(tt.hist), nil)
 			s, skipped := skipOf(r, "test-run")
 			if tt.cool != (skipped && s.Reason == SkipCooldown) {
 				t.Errorf("test-run: skip %+v (listed %v), cooldown expected %v", s, skipped, tt.cool)
@@ -415,10 +417,13 @@ func TestPlanCooldown(t *testing.T) {
 			}
 		})
 	}
-	// Overshoots recorded through RecordOutcome start the cooldown.
+	// Overshoots recorded through RecordOutcome start the cooldown. They
+	// were another unit's (a unit already compacted is not compacted again),
+	// with the same label.
 	o := DefaultOptions()
+	o.MinGainTokens = 50
 	h := withNoMerge(History{Iteration: 3})
-	op := Op{Unit: "test-run", Op: OpCompactToolOutput, Label: label, Tokens: 3000, OutputTokens: 750, LLMCall: true}
+	op := Op{Unit: "earlier-test-run", Op: OpCompactToolOutput, Label: label, Tokens: 3000, OutputTokens: 750, LLMCall: true}
 	h.RecordOutcome(op, 900, o)
 	r := mustPlan(t, pressureDoc(10000), o, h, nil)
 	if _, ok := opOn(r, "test-run"); !ok {
@@ -662,7 +667,7 @@ func TestPlanMergesWholeBundles(t *testing.T) {
 			Calls: []units.Call{{ID: "r2", Name: "run", Args: runArgs("make test")}}},
 		units.Unit{ID: "tool-3-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", CallID: "r2", Content: "ok", Turn: 3, Tokens: 30},
 	)
-	r := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens = 300 }), History{}, nil)
+	r := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens, o.CheckpointOverheadTokens = 300, 0 }), History{}, nil)
 	var merged []string
 	for _, op := range r.Ops {
 		if op.Op == OpCheckpointMerge {
@@ -674,5 +679,74 @@ func TestPlanMergesWholeBundles(t *testing.T) {
 	}
 	if op, ok := opOn(r, "assistant-2"); ok && op.Op == OpCheckpointMerge {
 		t.Errorf("assistant-2 merged away from its write call: %+v", op)
+	}
+}
+
+func TestPlanDoesNotRecompact(t *testing.T) {
+	o := opts(func(o *Options) { o.MinGainTokens = 50 })
+	r := mustPlan(t, pressureDoc(10000), o, History{}, nil)
+	if op, ok := opOn(r, "test-run"); !ok || !op.LLMCall {
+		t.Fatalf("fixture: want an LLM op on test-run, got %+v", r.Ops)
+	}
+	// The same unit once compacted (its content now a rewrite or a
+	// pointer's digest) is not rewritten by the model again; a pointer,
+	// which loses nothing, still may be.
+	r = mustPlan(t, pressureDoc(10000), o, History{Compressed: map[string]int{"test-run": 1}}, nil)
+	if op, ok := opOn(r, "test-run"); ok && op.LLMCall && op.Op != OpCheckpointMerge {
+		t.Fatalf("re-compaction planned: %+v", op)
+	}
+}
+
+func TestPlanCountsTheCheckpointFrame(t *testing.T) {
+	// A merge of a few small stale units would grow the context once the
+	// checkpoint's frame is counted: it is not planned.
+	doc := newDoc(1000, 12, "write the notes").build()
+	for i := 2; i <= 4; i++ {
+		doc.Units = append(doc.Units, units.Unit{ID: fmt.Sprintf("assistant-%d", i), Role: "assistant", Kind: units.KindMessage,
+			Content: "Looked around.", Turn: i, Tokens: 40})
+	}
+	doc.Units = append(doc.Units, units.Unit{ID: "assistant-11", Role: "assistant", Kind: units.KindMessage,
+		Content: strings.Repeat("Thinking hard about this. ", 60), Turn: 11, Tokens: 700})
+	withFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens = 1 }), History{}, nil)
+	for _, op := range withFrame.Ops {
+		if op.Op == OpCheckpointMerge {
+			t.Fatalf("merge of %d tokens planned: %+v", op.Tokens, op)
+		}
+	}
+	noFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens, o.CheckpointOverheadTokens = 1, 0 }), History{}, nil)
+	if !slices.ContainsFunc(noFrame.Ops, func(op Op) bool { return op.Op == OpCheckpointMerge }) {
+		t.Fatalf("fixture: without the frame a merge is planned; ops %+v", noFrame.Ops)
+	}
+}
+
+func TestPlanDropsFutileCallsUnderPressure(t *testing.T) {
+	// 7600 of 10000 tokens, target 5000: the protected write is most of
+	// it, so the one call the plan could make would cover only a sliver of
+	// the way to the target.
+	doc := newDoc(10000, 10, "write the report").
+		tool("write", 5, "write_file", writeArgs("report.md", "draft"), 7000, 10, "wrote 1 file").
+		msg("assistant-3", "assistant", 3, 300, strings.Repeat("Thinking about the report. ", 40)).
+		build()
+	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	if r.Tier != TierPressure || r.TargetMet {
+		t.Fatalf("fixture: tier %s, target met %v", r.Tier, r.TargetMet)
+	}
+	if r.LLMCalls != 0 {
+		t.Fatalf("futile calls planned: %+v", r.Ops)
+	}
+	if s, _ := skipOf(r, "assistant-3"); s.Reason != SkipUnachievableRatio {
+		t.Fatalf("assistant-3: skip %+v, want unachievable_ratio", s)
+	}
+	// The same op is worth its call when it covers enough of the way.
+	o := DefaultOptions()
+	o.MinTargetShare = 0.05
+	if r := mustPlan(t, doc, o, History{}, nil); r.LLMCalls != 1 {
+		t.Fatalf("with a lower share: %d calls, want 1 (%+v)", r.LLMCalls, r.Ops)
+	}
+	// Tiered mode has no such gate.
+	o = DefaultOptions()
+	o.Mode = ModeTiered
+	if r := mustPlan(t, doc, o, History{}, nil); r.LLMCalls == 0 {
+		t.Fatal("tiered mode dropped the call")
 	}
 }

@@ -336,12 +336,15 @@ func (s State) compacted(ev Compacted, now time.Time) (State, []Command, error) 
 		}
 		return s.continueTask(nil, now)
 	}
-	s.Compactions++
 	if saved := d.TokensBefore - d.TokensAfter; saved > 0 {
+		// Only a compaction that changed the context counts (and marks
+		// the next record): a plan with nothing it may touch yet is not
+		// one.
+		s.Compactions++
 		s.CompactedTokens += saved
+		s.ContextTokens = d.TokensAfter
+		s.JustCompacted = true
 	}
-	s.ContextTokens = d.TokensAfter
-	s.JustCompacted = true
 	return s.continueTask(nil, now)
 }
 

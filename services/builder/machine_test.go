@@ -584,6 +584,14 @@ func TestCompactionOrchestrator(t *testing.T) {
 			t.Fatalf("cycle %d: compactions %d, compacted %d, context %d, just %v", cycle, s.Compactions, s.CompactedTokens, s.ContextTokens, s.JustCompacted)
 		}
 	}
+	// A compaction with nothing it may touch yet changes nothing and is not
+	// counted.
+	s, _ = step(t, s, record(s, 10, withContext(7_500)))
+	s, _ = step(t, s, Analyzed{Step: s.Step})
+	s, _ = step(t, s, Compacted{Step: s.Step, Data: events.CompactionCompletedData{TaskID: "T1", TokensBefore: 7_500, TokensAfter: 7_500}})
+	if s.Phase != PhaseIterating || s.Compactions != 3 || s.JustCompacted {
+		t.Fatalf("empty compaction: phase %s, compactions %d, just %v", s.Phase, s.Compactions, s.JustCompacted)
+	}
 	// A compaction that failed while the context still fits: go on.
 	s, _ = step(t, s, record(s, 10, withContext(8_000)))
 	if s.JustCompacted {

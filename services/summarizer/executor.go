@@ -90,21 +90,38 @@ func (e *Executor) Apply(ctx context.Context, session, task string, stored []uni
 			if err != nil {
 				return out, err
 			}
-			view[i] = u
 			applied.How, applied.TokensAfter = "pointer", u.Tokens
+			if u.Tokens < view[i].Tokens {
+				view[i] = u
+			} else {
+				applied.How = "not applied: no smaller"
+			}
 		case compaction.OpCompactToolArgs, compaction.OpCompactToolOutput, compaction.OpCompactHistorical:
 			text, how, err := e.compact(ctx, session, op, payload, &out, hist)
 			if err != nil {
 				return out, err
 			}
-			view[i] = rewrite(view[i], op.Op, text)
-			view[i].Tokens = e.count(view[i])
-			applied.How, applied.TokensAfter = how, view[i].Tokens
+			u := rewrite(view[i], op.Op, text)
+			u.Tokens = e.count(u)
+			applied.How, applied.TokensAfter = how, u.Tokens
+			if u.Tokens < view[i].Tokens {
+				view[i] = u
+			} else {
+				// A rewrite no shorter than the original would only lose
+				// detail: the original stays, and the outcome still
+				// teaches the planner this label's realised ratio.
+				applied.How = how + ", not applied: no smaller"
+			}
 		case compaction.OpCheckpointMerge:
-			var err error
-			view, applied, err = e.merge(ctx, session, task, view, op, payload, facts, &out, hist)
+			merged, a, err := e.merge(ctx, session, task, view, op, payload, facts, &out, hist)
 			if err != nil {
 				return out, err
+			}
+			applied = a
+			if a.TokensAfter < a.TokensBefore {
+				view = merged
+			} else {
+				applied.How += ", not applied: no smaller"
 			}
 		default:
 			continue
@@ -162,16 +179,7 @@ func rewrite(u units.Unit, op compaction.OpKind, text string) units.Unit {
 	text = strings.TrimSpace(text)
 	switch op {
 	case compaction.OpCompactToolArgs:
-		args := map[string]any{"compacted": text}
-		var orig map[string]any
-		if json.Unmarshal(u.Args, &orig) == nil {
-			// The path names the file, which still holds everything.
-			if p, ok := orig["path"]; ok {
-				args["path"] = p
-			}
-		}
-		b, _ := json.Marshal(args)
-		u.Args = b
+		u.Args = compactedArgs(u.Args, text)
 	case compaction.OpCompactToolOutput:
 		where := ""
 		if u.Artifact != "" {
@@ -184,15 +192,43 @@ func rewrite(u units.Unit, op compaction.OpKind, text string) units.Unit {
 	return u
 }
 
+// compactedArgs are a call's arguments replaced by text, keeping the path:
+// it names the file, which still holds everything.
+func compactedArgs(orig json.RawMessage, text string) json.RawMessage {
+	args := map[string]any{"compacted": text}
+	var m map[string]any
+	if json.Unmarshal(orig, &m) == nil {
+		if p, ok := m["path"]; ok {
+			args["path"] = p
+		}
+	}
+	b, _ := json.Marshal(args)
+	return b
+}
+
 // pointer replaces a unit's content by where it can be read back whole
-// and a digest of its most telling whole lines.
+// and a digest of its most telling whole lines. For a tool call the
+// arguments are what is replaced: they are all the model sees of a call
+// (CollapseCalls keeps a call's arguments, not its content), and for
+// write_file they hold the whole file.
 func (e *Executor) pointer(ctx context.Context, session string, u units.Unit, op compaction.Op) (units.Unit, error) {
+	full, digestOf := u.Content, u.Content
+	if u.Kind == units.KindToolCall {
+		full, digestOf = string(u.Args), string(u.Args)
+		var m map[string]any
+		if json.Unmarshal(u.Args, &m) == nil {
+			// A file's lines digest better than its JSON encoding.
+			if c, ok := m["content"].(string); ok {
+				digestOf = c
+			}
+		}
+	}
 	where := op.Pointer
 	if kind, ref, _ := strings.Cut(where, ":"); kind == "artifact" && ref == "" || where == "" {
 		id := u.Artifact
 		if id == "" {
 			var err error
-			if id, err = e.Artifacts.PutArtifact(ctx, session, u.Content); err != nil {
+			if id, err = e.Artifacts.PutArtifact(ctx, session, full); err != nil {
 				return u, err
 			}
 		}
@@ -203,8 +239,13 @@ func (e *Executor) pointer(ctx context.Context, session string, u units.Unit, op
 		how = "call read_file {\"path\": \"" + p + "\"} (the file as it is now)"
 	}
 	digestBudget := max(op.OutputTokens-30, 16)
-	u.Content = fmt.Sprintf("[%d tokens replaced by a pointer; %s to read all of it]\n%s",
-		u.Tokens, how, compaction.Extract(u.Content, digestBudget, e.Tokens.Count))
+	text := fmt.Sprintf("[%d tokens replaced by a pointer; %s to read all of it]\n%s",
+		u.Tokens, how, compaction.Extract(digestOf, digestBudget, e.Tokens.Count))
+	if u.Kind == units.KindToolCall {
+		u.Args = compactedArgs(u.Args, text)
+	} else {
+		u.Content = text
+	}
 	u.Tokens = e.count(u)
 	return u, nil
 }

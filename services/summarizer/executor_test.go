@@ -240,3 +240,20 @@ func TestFactsOf(t *testing.T) {
 		t.Errorf("unresolved errors %q, want %q", f.UnresolvedErrors, want)
 	}
 }
+
+func TestFactsOfIgnoresProseAboutFailure(t *testing.T) {
+	us := []units.Unit{
+		{ID: "tool-1-0", Role: "tool", Kind: units.KindToolResult, Tool: "read_file", Args: json.RawMessage(`{"path":"interview.md"}`),
+			Content: "She said the failures are where the lessons are.\nAn error: of judgement, she called it."},
+		{ID: "tool-2-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", Args: json.RawMessage(`{"command":"sh check.sh"}`),
+			Content: "exit code 0\n0 failures"},
+		{ID: "tool-3-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", Args: json.RawMessage(`{"command":"sh links.sh"}`),
+			Content: "exit code 1\nchecking 12 files\nprofiles/p07.md: source missing"},
+		{ID: "tool-4-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", Args: json.RawMessage(`{"command":"sleep 99"}`),
+			Content: "partial output\nerror: timed out after 2m0s"},
+	}
+	f := summarizer.FactsOf(us, nil)
+	if want := []string{"profiles/p07.md: source missing", "error: timed out after 2m0s"}; !slices.Equal(f.UnresolvedErrors, want) {
+		t.Fatalf("unresolved errors %q, want %q", f.UnresolvedErrors, want)
+	}
+}

@@ -232,23 +232,39 @@ func unresolvedErrors(us []units.Unit) []string {
 	return errs
 }
 
+// errorLine is the line that says what went wrong in a failed tool result,
+// "" for a result that did not fail. Only results the builder marked as
+// failed count (a run that exited non-zero, a tool error): a file that
+// talks about failures is not an error.
 func errorLine(content string) string {
-	if strings.HasPrefix(content, "exit code 0") {
+	switch {
+	case strings.HasPrefix(content, "error: "):
+		first, _, _ := strings.Cut(content, "\n")
+		return first
+	case !strings.HasPrefix(content, "exit code ") || strings.HasPrefix(content, "exit code 0\n") || content == "exit code 0":
+		if _, tail, ok := strings.Cut(content, "\nerror: "); ok {
+			first, _, _ := strings.Cut(tail, "\n")
+			return "error: " + first
+		}
 		return ""
 	}
-	failedRun := strings.HasPrefix(content, "exit code ")
-	for _, l := range strings.Split(content, "\n") {
+	first, rest, _ := strings.Cut(content, "\n")
+	last := ""
+	for _, l := range strings.Split(rest, "\n") {
 		t := strings.TrimSpace(l)
 		low := strings.ToLower(t)
 		if strings.HasPrefix(low, "error") || strings.Contains(low, "error:") || strings.Contains(low, "fail") || strings.Contains(low, "panic") {
 			return t
 		}
+		if t != "" {
+			last = t
+		}
 	}
-	if failedRun {
-		first, _, _ := strings.Cut(content, "\n")
-		return first
+	// No line says "error": programs print the reason last.
+	if last != "" {
+		return last
 	}
-	return ""
+	return first
 }
 
 func argPath(raw []byte) string {

@@ -131,7 +131,7 @@ type Compaction struct {
 	TargetRatio          float64       `split_words:"true" default:"0.50" desc:"share of the window a compaction aims for"`
 	RecentTurns          int           `split_words:"true" default:"2" desc:"units used in this many recent turns stay raw"`
 	MaxCallsPerIteration int           `split_words:"true" default:"4" desc:"compactor LLM calls one iteration may spend"`
-	MinGainTokens        int           `split_words:"true" default:"50" desc:"an operation saving fewer tokens is skipped (no_gain)"`
+	MinGainTokens        int           `split_words:"true" default:"150" desc:"a compactor call saving fewer tokens is skipped (no_gain); a quarter of it for pointers"`
 	CooldownIterations   int           `split_words:"true" default:"3" desc:"iterations a label rests after repeated overshoot"`
 	MaxSummaryTokens     int           `split_words:"true" default:"2000" desc:"bound of a checkpoint summary"`
 	CacheTTL             time.Duration `split_words:"true" default:"24h" desc:"lifetime of cached compaction results"`

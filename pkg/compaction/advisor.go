@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/ralphmesh/ralph/pkg/jsontype"
 )
 
 // Advisor ranks near-tied candidates, typically by asking a small model.
@@ -123,7 +125,7 @@ func ParseAdvice(data []byte, candidates []Candidate) ([]string, error) {
 		}
 		entries = *wrapper.Ranking
 	default:
-		return nil, fmt.Errorf("want a JSON array or object, got %s", jsonKind(data))
+		return nil, fmt.Errorf("want a JSON array or object, got %s", jsontype.Of(data))
 	}
 	if len(entries) == 0 {
 		return nil, errors.New("empty ranking")

@@ -1,7 +1,6 @@
 package compaction
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 
@@ -58,7 +57,7 @@ func ExpandCalls(us []units.Unit) []units.Unit {
 			left -= share
 			calls[j] = units.Unit{
 				ID: callUnitID(u.ID, c.ID), Role: openai.ChatMessageRoleAssistant, Kind: units.KindToolCall,
-				Tool: c.Name, CallID: c.ID, Args: argsJSON(c.Args), Turn: u.Turn, Tokens: share,
+				Tool: c.Name, CallID: c.ID, Args: units.ArgsJSON(c.Args), Turn: u.Turn, Tokens: share,
 			}
 		}
 		// The rounding remainder stays with the message, so the sum is exact.
@@ -86,7 +85,7 @@ func CollapseCalls(view []units.Unit) []units.Unit {
 			if m, c := SplitCallUnitID(u.ID); c != "" {
 				if _, ok := msgAt[m]; ok {
 					if k, ok := pos[m]; ok {
-						out[k].Calls = append(out[k].Calls, units.Call{ID: u.CallID, Name: u.Tool, Args: argsText(u.Args)})
+						out[k].Calls = append(out[k].Calls, units.Call{ID: u.CallID, Name: u.Tool, Args: units.ArgsText(u.Args)})
 						out[k].Tokens += u.Tokens
 						continue
 					}
@@ -100,29 +99,4 @@ func CollapseCalls(view []units.Unit) []units.Unit {
 		out = append(out, u)
 	}
 	return out
-}
-
-// argsJSON keeps valid JSON arguments as they are and wraps anything else
-// as a JSON string, as the builder does for tool results.
-func argsJSON(args string) json.RawMessage {
-	if args == "" {
-		return nil
-	}
-	if json.Valid([]byte(args)) {
-		return json.RawMessage(args)
-	}
-	b, _ := json.Marshal(args)
-	return b
-}
-
-// argsText undoes argsJSON. A JSON string whose content is not itself valid
-// JSON was wrapped by argsJSON and is unwrapped; arguments that were a JSON
-// string literal to begin with (never seen from a tool-calling model, whose
-// arguments are objects) would be unwrapped too.
-func argsText(raw json.RawMessage) string {
-	var s string
-	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && !json.Valid([]byte(s)) {
-		return s
-	}
-	return string(raw)
 }

@@ -13,6 +13,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/ralphmesh/ralph/pkg/jsontype"
 	"github.com/ralphmesh/ralph/pkg/tokens"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
@@ -191,7 +192,7 @@ func decodeUnit(raw json.RawMessage) (u units.Unit, hasTokens bool, err error) {
 		case '{', '"':
 			u.Args = json.RawMessage(bytes.TrimSpace(raw))
 		default:
-			return u, false, fmt.Errorf("field args: want object or string, got %s", jsonKind(raw))
+			return u, false, fmt.Errorf("field args: want object or string, got %s", jsontype.Of(raw))
 		}
 	}
 	if raw, ok := fields["calls"]; ok && !isNull(raw) {
@@ -344,7 +345,7 @@ func decodeObject(data []byte, known []string) (map[string]json.RawMessage, erro
 		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
 	if data[0] != '{' {
-		return nil, fmt.Errorf("want a JSON object, got %s", jsonKind(data))
+		return nil, fmt.Errorf("want a JSON object, got %s", jsontype.Of(data))
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
@@ -373,7 +374,7 @@ func decodeValue(name string, raw json.RawMessage, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("field %s: want %s, got %s", name, jsonTypeName(reflect.TypeOf(v).Elem()), te.Value)
+			return fmt.Errorf("field %s: want %s, got %s", name, jsontype.For(reflect.TypeOf(v).Elem()), te.Value)
 		}
 		return fmt.Errorf("field %s: %w", name, err)
 	}
@@ -388,43 +389,4 @@ func firstByte(raw json.RawMessage) byte {
 		return 0
 	}
 	return raw[0]
-}
-
-// jsonKind names the JSON value raw holds.
-func jsonKind(raw []byte) string {
-	switch firstByte(raw) {
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
-}
-
-// jsonTypeName names a Go type as the JSON a user should have written.
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Slice:
-		return "array"
-	case reflect.Map, reflect.Struct:
-		return "object"
-	case reflect.Bool:
-		return "boolean"
-	default:
-		return t.String()
-	}
 }

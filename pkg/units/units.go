@@ -76,3 +76,29 @@ func Total(us []Unit) int {
 	}
 	return n
 }
+
+// ArgsJSON is a tool call's arguments as JSON: valid JSON as it is, anything
+// else (a model's malformed arguments) wrapped as a JSON string, so a unit
+// or a record never carries invalid JSON.
+func ArgsJSON(args string) json.RawMessage {
+	if args == "" {
+		return nil
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	b, _ := json.Marshal(args)
+	return b
+}
+
+// ArgsText undoes ArgsJSON. A JSON string whose content is not itself valid
+// JSON was wrapped by ArgsJSON and is unwrapped; arguments that were a JSON
+// string literal to begin with (never seen from a tool-calling model, whose
+// arguments are objects) would be unwrapped too.
+func ArgsText(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && !json.Valid([]byte(s)) {
+		return s
+	}
+	return string(raw)
+}

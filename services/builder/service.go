@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -386,11 +385,11 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 		}
 		newUnits = append(newUnits, units.Unit{
 			ID: fmt.Sprintf("tool-%d-%d", env.Step, i), Role: openai.ChatMessageRoleTool, Kind: units.KindToolResult,
-			Tool: call.Name, CallID: call.ID, Args: argsJSON(call.Args), Content: content, Turn: turn,
+			Tool: call.Name, CallID: call.ID, Args: units.ArgsJSON(call.Args), Content: content, Turn: turn,
 			Tokens: s.d.Tokens.Count(content), Artifact: artifact,
 		})
 		rec.ToolCalls = append(rec.ToolCalls, events.ToolCall{
-			ID: call.ID, Name: call.Name, Args: argsJSON(call.Args),
+			ID: call.ID, Name: call.Name, Args: units.ArgsJSON(call.Args),
 			Output: res.Output, Error: res.Error, ExitCode: res.ExitCode,
 		})
 		for _, f := range res.FilesChanged {
@@ -507,19 +506,6 @@ func (s *Service) count(content string, calls []units.Call) int {
 		n += s.d.Tokens.Count(c.Name) + s.d.Tokens.Count(c.Args)
 	}
 	return n
-}
-
-// argsJSON keeps valid JSON arguments as they are and wraps anything else
-// as a JSON string, so a record never carries invalid JSON.
-func argsJSON(args string) json.RawMessage {
-	if args == "" {
-		return nil
-	}
-	if json.Valid([]byte(args)) {
-		return json.RawMessage(args)
-	}
-	b, _ := json.Marshal(args)
-	return b
 }
 
 // sessionArtifacts lets read_artifact reach the session's artifacts.

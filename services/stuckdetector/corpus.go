@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/jsontype"
 )
 
 // corpusFiles is the labelled corpus, embedded so that `ralph stuck bench`
@@ -182,7 +183,7 @@ func decodeManifest(data []byte) ([]Trajectory, []int, error) {
 		case errors.As(err, &se):
 			return nil, nil, fmt.Errorf("line %d: %w", lineAt(data, se.Offset), err)
 		case errors.As(err, &te):
-			return nil, nil, fmt.Errorf("line %d: field %s: want %s, got %s", lineAt(data, te.Offset), te.Field, jsonTypeName(te.Type), te.Value)
+			return nil, nil, fmt.Errorf("line %d: field %s: want %s, got %s", lineAt(data, te.Offset), te.Field, jsontype.For(te.Type), te.Value)
 		}
 		return nil, nil, fmt.Errorf("line %d: %w", lineAt(data, dec.InputOffset()), err)
 	}

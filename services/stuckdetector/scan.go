@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/jsontype"
 )
 
 // LineError is a line of Scan input that is not a valid IterationRecord.
@@ -107,54 +107,13 @@ func parseRecord(line []byte) (events.IterationRecord, error) {
 		return rec, fmt.Errorf("not JSON: %w", err)
 	}
 	if line[0] != '{' {
-		return rec, fmt.Errorf("not a JSON object: got %s", jsonKind(line[0]))
+		return rec, fmt.Errorf("not a JSON object: got %s", jsontype.Of(line))
 	}
 	if err := json.Unmarshal(line, &rec); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return rec, fmt.Errorf("field %s: want %s, got %s", te.Field, jsonTypeName(te.Type), te.Value)
-		}
-		return rec, err
+		return rec, jsontype.FieldError(err, "")
 	}
 	if err := rec.Validate(); err != nil {
 		return rec, err
 	}
 	return rec, nil
-}
-
-// jsonKind names the JSON value that starts with b.
-func jsonKind(b byte) string {
-	switch b {
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
-}
-
-// jsonTypeName names a Go type as the JSON a user should have written; the
-// user wrote JSON and should not need to read Go type names.
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	}
-	return t.String()
 }

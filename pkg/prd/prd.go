@@ -294,3 +294,33 @@ func (t Task) SameWork(o Task) bool {
 	}
 	return true
 }
+
+// CheckSubtasks applies the rules that stop runaway splitting to a
+// decomposition of t, whoever proposes it: 2 to max subtasks, each valid,
+// with an id neither repeated nor taken (taken reports the session's ids),
+// none asking for t's own work again, and dependencies only on earlier
+// subtasks.
+func (t Task) CheckSubtasks(subs []Task, max int, taken func(id string) bool) error {
+	if len(subs) < 2 || len(subs) > max {
+		return fmt.Errorf("%d subtasks, want 2 to %d", len(subs), max)
+	}
+	seen := map[string]bool{}
+	for i, st := range subs {
+		if err := st.Validate(); err != nil {
+			return fmt.Errorf("subtask %d: %w", i+1, err)
+		}
+		if seen[st.ID] || taken(st.ID) {
+			return fmt.Errorf("subtask %d: id %q is already taken", i+1, st.ID)
+		}
+		if st.SameWork(t) {
+			return fmt.Errorf("subtask %s is the parent task again", st.ID)
+		}
+		for _, d := range st.DependsOn {
+			if !seen[d] {
+				return fmt.Errorf("subtask %s: depends_on %q is not an earlier subtask", st.ID, d)
+			}
+		}
+		seen[st.ID] = true
+	}
+	return nil
+}

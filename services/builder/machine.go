@@ -442,7 +442,9 @@ func (s State) decomposed(ev Decomposed, now time.Time) (State, []Command, error
 	if ev.Data.Error != "" {
 		return s.escalate(fmt.Sprintf("task %s is stuck and could not be decomposed: %s", t.ID, ev.Data.Error), sig, now)
 	}
-	if err := s.checkSubtasks(*t, ev.Data.Subtasks); err != nil {
+	// The decomposer checks the same rules; the builder owns the task
+	// graph, so it does not take them on trust.
+	if err := t.CheckSubtasks(ev.Data.Subtasks, s.Limits.MaxSubtasks, func(id string) bool { return s.taskIndex(id) >= 0 }); err != nil {
 		return s.escalate(fmt.Sprintf("task %s is stuck and its decomposition was refused: %v", t.ID, err), sig, now)
 	}
 	s.Signal = nil
@@ -462,34 +464,6 @@ func (s State) decomposed(ev Decomposed, now time.Time) (State, []Command, error
 	s.Tasks = slices.Insert(s.Tasks, parent, subs...)
 	s.Current = -1
 	return s, s.startNextTask(now), nil
-}
-
-// checkSubtasks guards against runaway or empty splitting whatever the
-// decomposer says: 2 to MaxSubtasks new, distinct ids, no subtask that is
-// the parent again, dependencies only on siblings.
-func (s *State) checkSubtasks(parent TaskState, subs []prd.Task) error {
-	if len(subs) < 2 || len(subs) > s.Limits.MaxSubtasks {
-		return fmt.Errorf("%d subtasks, want 2 to %d", len(subs), s.Limits.MaxSubtasks)
-	}
-	seen := map[string]bool{}
-	for i, st := range subs {
-		if err := st.Validate(); err != nil {
-			return fmt.Errorf("subtask %d: %w", i+1, err)
-		}
-		if seen[st.ID] || s.taskIndex(st.ID) >= 0 {
-			return fmt.Errorf("subtask %d: id %q is already taken", i+1, st.ID)
-		}
-		if st.SameWork(parent.Task) {
-			return fmt.Errorf("subtask %s is the parent task again", st.ID)
-		}
-		for _, d := range st.DependsOn {
-			if !seen[d] {
-				return fmt.Errorf("subtask %s: depends_on %q is not an earlier subtask", st.ID, d)
-			}
-		}
-		seen[st.ID] = true
-	}
-	return nil
 }
 
 func (s State) resumed(ev Resumed, now time.Time) (State, []Command, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -94,9 +95,6 @@ func Parse(text string, parent prd.Task, maxSubtasks int, taken []string) ([]prd
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if n := len(r.Subtasks); n > maxSubtasks {
-		return nil, fmt.Errorf("%w: %d subtasks, at most %d allowed", ErrInvalid, n, maxSubtasks)
-	}
 	used := map[string]bool{}
 	for _, id := range taken {
 		used[id] = true
@@ -118,14 +116,11 @@ func Parse(text string, parent prd.Task, maxSubtasks int, taken []string) ([]prd
 			}
 			t.DependsOn = append(t.DependsOn, mapped)
 		}
-		if t.SameWork(parent) {
-			return nil, fmt.Errorf("%w: subtasks[%d] (%s) is the parent task again; split it into smaller parts", ErrInvalid, i, st.ID)
-		}
-		if err := t.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: subtasks[%d] (%s): %v", ErrInvalid, i, st.ID, err)
-		}
 		rename[st.ID] = id
 		out = append(out, t)
+	}
+	if err := parent.CheckSubtasks(out, maxSubtasks, func(id string) bool { return slices.Contains(taken, id) }); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return out, nil
 }

@@ -46,7 +46,7 @@ func TestParseRejects(t *testing.T) {
 		{"truncated", `{"subtasks": [` + item("a", "x"), "not JSON"},
 		{"a bare array", `[` + item("a", "x") + `,` + item("b", "y") + `]`, "does not match the schema"},
 		{"one subtask", `{"subtasks": [` + item("a", "x") + `]}`, "does not match the schema: at /subtasks"},
-		{"too many", `{"subtasks": [` + item("a", "x") + `,` + item("b", "y") + `,` + item("c", "z") + `]}`, "3 subtasks, at most 2"},
+		{"too many", `{"subtasks": [` + item("a", "x") + `,` + item("b", "y") + `,` + item("c", "z") + `]}`, "3 subtasks, want 2 to 2"},
 		{"missing criteria", `{"subtasks": [{"id": "a", "title": "x", "description": ""},` + item("b", "y") + `]}`, "at /subtasks/0"},
 		{"unknown field", `{"subtasks": [` + item("a", "x") + `,` + item("b", "y") + `], "note": "hi"}`, "does not match the schema"},
 		{"duplicate ids", `{"subtasks": [` + item("a", "x") + `,` + item("a", "y") + `]}`, `duplicate id "a"`},

@@ -86,3 +86,10 @@ func TestCompactPlanBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestBadCompactionKnobIsRefusedAtStart(t *testing.T) {
+	t.Setenv("RALPH_COMPACTION_MIN_TARGET_SHARE", "2")
+	if _, code, err := ralph(t, "config"); code != 2 || !strings.Contains(err.Error(), "MinTargetShare") {
+		t.Fatalf("exit %d, err %v; want 2 naming the knob", code, err)
+	}
+}

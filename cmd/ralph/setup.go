@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/ralphmesh/ralph/internal/mesh"
 	"github.com/ralphmesh/ralph/pkg/config"
 )
 
@@ -14,6 +16,14 @@ func loadConfig() (config.Config, error) {
 	cfg, err := config.Load()
 	if err != nil {
 		return cfg, exitError{code: 2, err: err}
+	}
+	// The planner's and detector's own checks, so a bad knob is reported
+	// before anything starts rather than when its service is built.
+	if _, err := mesh.CompactionOptions(cfg); err != nil {
+		return cfg, exitError{code: 2, err: err}
+	}
+	if err := mesh.StuckConfig(cfg).Validate(); err != nil {
+		return cfg, exitError{code: 2, err: fmt.Errorf("RALPH_STUCK_*: %w", err)}
 	}
 	return cfg, nil
 }

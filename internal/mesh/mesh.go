@@ -278,7 +278,7 @@ func (m *Mesh) Service(name string) (Runner, error) {
 			return nil, err
 		}
 		return summarizer.New(summarizer.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
-			Config: summarizer.Config{Options: opts, MaxSummaryTokens: cfg.Compaction.MaxSummaryTokens, CacheTTL: cfg.Compaction.CacheTTL,
+			Config: summarizer.Config{Options: opts, SummaryPrompt: cfg.Compaction.SummaryPrompt, MaxSummaryTokens: cfg.Compaction.MaxSummaryTokens, CacheTTL: cfg.Compaction.CacheTTL,
 				Advisor: cfg.Compaction.Advisor, Run: m.runOptions()}}), nil
 	case console.Name:
 		out := m.opts.Console
@@ -310,7 +310,10 @@ func CompactionOptions(cfg config.Config) (compaction.Options, error) {
 	o.PressureRatio, o.CriticalRatio, o.TargetRatio = c.PressureRatio, c.CriticalRatio, c.TargetRatio
 	o.RecentTurns, o.MaxCallsPerIteration, o.MinGainTokens = c.RecentTurns, c.MaxCallsPerIteration, c.MinGainTokens
 	o.CooldownIterations, o.AdvisorTimeout = c.CooldownIterations, c.AdvisorTimeout
-	o.Model = cfg.Summarizer.Model
+	o.AdvisorEpsilon, o.AdvisorTopK, o.OvershootLimit = c.AdvisorEpsilon, c.AdvisorTopK, c.OvershootLimit
+	o.MinFeasibleRatio, o.MaxUsefulRatio, o.MinTargetShare = c.MinFeasibleRatio, c.MaxUsefulRatio, c.MinTargetShare
+	o.MaxOutputTokens, o.PointerTokens, o.CheckpointOverheadTokens = c.MaxOutputTokens, c.PointerTokens, c.CheckpointOverhead
+	o.Model, o.PromptVersion = cfg.Summarizer.Model, summarizer.PromptVersion(c.SummaryPrompt)
 	if err := o.Validate(); err != nil {
 		return o, fmt.Errorf("RALPH_COMPACTION_*: %w", err)
 	}

@@ -137,6 +137,16 @@ type Compaction struct {
 	CacheTTL             time.Duration `split_words:"true" default:"24h" desc:"lifetime of cached compaction results"`
 	Advisor              bool          `split_words:"true" default:"false" desc:"let the summarizer model rank near-tied candidates"`
 	AdvisorTimeout       time.Duration `split_words:"true" default:"5s" desc:"how long the advisor may take"`
+	AdvisorEpsilon       float64       `split_words:"true" default:"0.05" desc:"relative score gap within which candidates count as tied"`
+	AdvisorTopK          int           `split_words:"true" default:"4" desc:"most tied candidates the advisor may reorder (below 2: never asked)"`
+	OvershootLimit       int           `split_words:"true" default:"2" desc:"consecutive outputs over their target that start a cooldown"`
+	MinFeasibleRatio     float64       `split_words:"true" default:"0.05" desc:"smallest output/input ratio believed achievable before any is realised"`
+	MaxUsefulRatio       float64       `split_words:"true" default:"0.80" desc:"a call expected to keep more than this share is not made (unachievable_ratio)"`
+	MinTargetShare       float64       `split_words:"true" default:"0.25" desc:"calls must cover this share of the way to an unreachable target or are not made"`
+	MaxOutputTokens      int           `split_words:"true" default:"1024" desc:"largest output one compactor call is asked for"`
+	PointerTokens        int           `split_words:"true" default:"60" desc:"size of a pointer with its digest"`
+	CheckpointOverhead   int           `split_words:"true" default:"120" desc:"tokens a checkpoint costs whatever it merges (headings, facts)"`
+	SummaryPrompt        string        `split_words:"true" desc:"system prompt of checkpoint summaries (default: ADR-003's four sections); changing it invalidates cached results"`
 }
 
 // Pruner configures the context pruner.

@@ -2,6 +2,8 @@ package summarizer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -349,6 +351,17 @@ func (e *Executor) chat(ctx context.Context, session, system, prompt string, max
 		return "", errNoChoices
 	}
 	return resp.Choices[0].Message.Content, nil
+}
+
+// PromptVersion names the prompts in cache keys: "v1" for the built-in
+// ones, a hash of a configured summary prompt otherwise, so that a result
+// written under one prompt is never served under another.
+func PromptVersion(summaryPrompt string) string {
+	if summaryPrompt == "" || summaryPrompt == DefaultSummaryPrompt {
+		return "v1"
+	}
+	sum := sha256.Sum256([]byte(summaryPrompt))
+	return "v1-" + hex.EncodeToString(sum[:6])
 }
 
 // DefaultSummaryPrompt asks for ADR-003's structured summary.

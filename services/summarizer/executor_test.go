@@ -257,3 +257,13 @@ func TestFactsOfIgnoresProseAboutFailure(t *testing.T) {
 		t.Fatalf("unresolved errors %q, want %q", f.UnresolvedErrors, want)
 	}
 }
+
+func TestPromptVersion(t *testing.T) {
+	if summarizer.PromptVersion("") != "v1" || summarizer.PromptVersion(summarizer.DefaultSummaryPrompt) != "v1" {
+		t.Fatal("the built-in prompt is not v1")
+	}
+	a, b := summarizer.PromptVersion("Summarise tersely."), summarizer.PromptVersion("Summarise at length.")
+	if a == "v1" || a == b || a != summarizer.PromptVersion("Summarise tersely.") {
+		t.Fatalf("custom prompt versions %q and %q: want distinct, stable, not v1", a, b)
+	}
+}

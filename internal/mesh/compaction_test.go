@@ -99,3 +99,68 @@ tasks:
 		t.Fatal("no compacted unit in the final context")
 	}
 }
+
+// TestLegacyCheckpointKeepsTheFacts: in legacy mode every compaction is one
+// structured summary by the summarizer model. The model's summary names
+// no file; the checkpoint the builder continues with names every file the
+// task wrote anyway, because the summarizer checks it against the session.
+func TestLegacyCheckpointKeepsTheFacts(t *testing.T) {
+	var rules strings.Builder
+	rules.WriteString("rules:\n")
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&rules, "  - {model: builder, times: 1, reply: {content: \"Reading source %d and noting it.\", tool_calls: "+
+			"[{name: read_file, arguments: {path: src%02d.txt}}, {name: write_file, arguments: {path: notes/src%02d.md, content: \"source %d reviewed\\n\"}}]}}\n", i, i, i, i)
+	}
+	rules.WriteString(`  - {model: builder, reply: {content: "All six sources are noted."}}
+  - {model: summarizer, reply: {content: "## Key Decisions\n- read the sources in order\n## Errors & Solutions\n- none\n## Modified Files\n## Critical Context\n- figures are by region"}}
+  - {model: critic, reply: {content: '{"approved": true}'}}
+`)
+	h := newHarness(t, parseScript(t, rules.String()))
+	h.cfg.Summarizer.Model = "summarizer"
+	h.cfg.Builder.ContextWindow = 6000
+	h.cfg.Compaction.Mode = "legacy"
+	m := h.mesh()
+	h.run(m, "builder", "critic", "stuckdetector", "summarizer")
+	files := map[string]string{}
+	for i := 1; i <= 6; i++ {
+		name := fmt.Sprintf("src%02d.txt", i)
+		files[name] = longSource(name, 60)
+	}
+	h.start(m, "e2e-legacy", parsePRD(t, `
+tasks:
+  - {id: N1, title: Note the six sources, acceptance_criteria: [notes/ has one note per source]}
+`), workspace(t, files))
+	got := h.wait(m, "e2e-legacy")
+	if last := got[len(got)-1]; last.Type != events.SessionCompleted {
+		t.Fatalf("session ended with %s, want completed; events %v", last.Type, types(got))
+	}
+	comps := eventsOf[events.CompactionCompletedData](t, got, events.CompactionCompleted)
+	if len(comps) == 0 || comps[0].LLMCalls != 1 || comps[0].Mode != "legacy" || len(comps[0].Applied) != 1 || comps[0].Applied[0].Op != "checkpoint_merge" {
+		t.Fatalf("compactions %+v, want a legacy checkpoint merge by the model", comps)
+	}
+	us, err := m.Store.Units(context.Background(), "e2e-legacy", "N1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(us, func(u units.Unit) bool { return u.ID == "checkpoint-N1" })
+	if i < 0 {
+		t.Fatal("no checkpoint in the context")
+	}
+	cp := us[i].Content
+	if !strings.Contains(cp, "## Key Decisions") || !strings.Contains(cp, "figures are by region") {
+		t.Fatalf("checkpoint is not the model's structured summary:\n%s", cp)
+	}
+	// Every note written before the checkpoint is named in it.
+	for n := 1; n <= 6; n++ {
+		path := fmt.Sprintf("notes/src%02d.md", n)
+		inContext := slices.ContainsFunc(us, func(u units.Unit) bool {
+			return u.ID != "checkpoint-N1" && (strings.Contains(u.Content, path) || slices.ContainsFunc(u.Calls, func(c units.Call) bool { return strings.Contains(c.Args, path) }))
+		})
+		if !inContext && !strings.Contains(cp, path) {
+			t.Errorf("%s is neither in the context nor in the checkpoint:\n%s", path, cp)
+		}
+	}
+	if us[0].ID != "system-N1" || us[1].ID != "task-N1" || us[2].ID != "checkpoint-N1" {
+		t.Fatalf("context starts %s, %s, %s; want the instructions, then the checkpoint", us[0].ID, us[1].ID, us[2].ID)
+	}
+}

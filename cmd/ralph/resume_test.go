@@ -82,3 +82,10 @@ rules:
 		t.Fatalf("resume of a completed session: exit %d, err %v", code, err)
 	}
 }
+
+func TestResumeNeedsTheMesh(t *testing.T) {
+	t.Setenv("RALPH_NATS_URL", "")
+	if _, code, err := ralph(t, "resume", "s-1", "--message", "go on"); code != 2 || !strings.Contains(err.Error(), "RALPH_NATS_URL") {
+		t.Fatalf("exit %d, err %v; want 2 naming RALPH_NATS_URL", code, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // The tiered_adaptive targets the benchmark checks (the issue's).
@@ -141,7 +142,8 @@ func (rep Report) WriteMarkdown(w io.Writer) error {
 		"of twelve conference speakers, drafts a profile of each into profiles/p01.md to p12.md, runs the workspace's "+
 		"checks, rereads all twelve profiles and writes final.md, an overview that draws on all of them) is replayed "+
 		"through five ways of keeping the context under a %d-token window. The session is generated "+
-		"(internal/compactbench) with the builder's exact unit shapes and ids (`system-T1`, `task-T1`, "+
+		"(internal/compactbench), its tool calls run by the builder's own tools (pkg/tools, the check scripts by sh) "+
+		"in a temporary workspace, with the builder's exact unit shapes and ids (`system-T1`, `task-T1`, "+
 		"`assistant-<step>` with its calls, `tool-<step>-<i>` results) and token counts from pkg/tokens, so the planner "+
 		"sees what it would see in production; the builder's actions are fixed, so only the context each strategy "+
 		"hands it differs. After each iteration whose context reaches %d tokens (70%% of the window) the strategy "+
@@ -316,4 +318,17 @@ func writeMarkdownTable(b *strings.Builder, rows [][]string) {
 			fmt.Fprintf(b, "| %s |\n", strings.Join(seps, " | "))
 		}
 	}
+}
+
+// shorten cuts a line for a table cell to at most n bytes, on a rune
+// boundary, marking the cut; the report shows figures, not the text.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

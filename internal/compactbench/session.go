@@ -2,14 +2,18 @@ package compactbench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/ralphmesh/ralph/pkg/prd"
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 	"github.com/ralphmesh/ralph/services/builder"
 )
@@ -28,6 +32,13 @@ var benchTask = prd.Task{
 	},
 	Verify: cmdCheckProfiles + " && " + cmdCheckLinks + " && " + cmdCheckFinal,
 }
+
+// The workspace's check scripts, run with `sh scripts/...`.
+const (
+	cmdCheckProfiles = "sh scripts/check_profiles.sh"
+	cmdCheckLinks    = "sh scripts/check_links.sh"
+	cmdCheckFinal    = "sh scripts/check_final.sh"
+)
 
 // workspaceDir is where the builder would run the session. InitialContext
 // takes it; nothing the model sees names it.
@@ -102,15 +113,17 @@ func search(pattern, path string) call {
 }
 func run(command string) call { return call{"run", map[string]any{"command": command}} }
 
-// generator records steps the way the builder does.
+// generator records steps the way the builder does, running the calls
+// with the builder's own tools (pkg/tools) in a temporary workspace, the
+// check scripts included.
 type generator struct {
-	ws    *workspace
+	exec  *tools.Executor
 	count func(string) int
 	calls int
 	its   []Iteration
 	// lastRun is the latest output of each command run, for the
 	// unresolved errors at the end.
-	lastRun map[string]toolResult
+	lastRun map[string]tools.Result
 	runs    []string
 	changed []string
 }
@@ -118,8 +131,27 @@ type generator struct {
 // Generate builds the session. count is the builder's token counter
 // (pkg/tokens); the same counter always gives the same session.
 func Generate(count func(string) int) (Session, error) {
-	g := &generator{ws: &workspace{files: initialFiles()}, count: count, lastRun: map[string]toolResult{}}
-	s := Session{Task: benchTask, Files: g.ws.clone()}
+	dir, err := os.MkdirTemp("", "ralph-compactbench-")
+	if err != nil {
+		return Session{}, fmt.Errorf("generate session: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	files := initialFiles()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return Session{}, fmt.Errorf("generate session: %w", err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			return Session{}, fmt.Errorf("generate session: %w", err)
+		}
+	}
+	ws, err := tools.NewWorkspace(dir)
+	if err != nil {
+		return Session{}, fmt.Errorf("generate session: %w", err)
+	}
+	g := &generator{exec: tools.NewExecutor(ws, nil, tools.Options{}), count: count, lastRun: map[string]tools.Result{}}
+	s := Session{Task: benchTask, Files: files}
 	s.Initial = builder.InitialContext(workspaceDir, benchTask)
 	for i := range s.Initial {
 		s.Initial[i].Tokens = count(s.Initial[i].Content)
@@ -251,21 +283,11 @@ func (g *generator) step(text string, calls ...call) error {
 		}
 		uc := units.Call{ID: fmt.Sprintf("call_%d", g.calls), Name: c.name, Args: args}
 		msg.Calls = append(msg.Calls, uc)
-		res, err := g.exec(c)
+		res, err := g.run(c, args)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		// The builder's toolContent.
-		content := res.Output
-		if res.Error != "" {
-			if content != "" {
-				content += "\n"
-			}
-			content += "error: " + res.Error
-		}
-		if c.name == "run" {
-			content = fmt.Sprintf("exit code %d\n%s", res.ExitCode, content)
-		}
+		content := res.Text(c.name)
 		if len(content) > inlineOutputBytes {
 			return fmt.Errorf("step %d: %s output is %d bytes, over the builder's inline limit", step, c.name, len(content))
 		}
@@ -292,31 +314,21 @@ func (g *generator) step(text string, calls ...call) error {
 	return nil
 }
 
-func (g *generator) exec(c call) (toolResult, error) {
-	str := func(k string) string { s, _ := c.args[k].(string); return s }
-	switch c.name {
-	case "read_file":
-		return g.ws.readFile(str("path")), nil
-	case "write_file":
-		return g.ws.writeFile(str("path"), str("content")), nil
-	case "edit_file":
-		return g.ws.editFile(str("path"), str("old"), str("new"))
-	case "list_dir":
-		return g.ws.listDir(str("path")), nil
-	case "search":
-		return g.ws.search(str("pattern"), str("path")), nil
-	case "run":
-		res, err := g.ws.run(str("command"))
-		if err != nil {
-			return res, err
-		}
-		if _, seen := g.lastRun[str("command")]; !seen {
-			g.runs = append(g.runs, str("command"))
-		}
-		g.lastRun[str("command")] = res
-		return res, nil
+// run executes one call. A tool error is part of the session (the builder
+// records it); an executor error is a broken benchmark.
+func (g *generator) run(c call, args string) (tools.Result, error) {
+	res, err := g.exec.Execute(context.Background(), c.name, args)
+	if err != nil {
+		return res, err
 	}
-	return toolResult{}, fmt.Errorf("unknown tool %q", c.name)
+	if c.name == "run" {
+		cmd, _ := c.args["command"].(string)
+		if _, seen := g.lastRun[cmd]; !seen {
+			g.runs = append(g.runs, cmd)
+		}
+		g.lastRun[cmd] = res
+	}
+	return res, nil
 }
 
 // encodeArgs encodes arguments as a tool-calling model sends them: one

@@ -1,18 +1,14 @@
 package compactbench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ralphmesh/ralph/pkg/tokens"
-	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -100,72 +96,6 @@ func TestCompactBenchGeneratesSession(t *testing.T) {
 	}
 	if lost := CheckFacts(s.Facts, all); len(lost) > 0 {
 		t.Fatalf("the uncompacted session lacks facts: %v", lost)
-	}
-}
-
-// TestCompactBenchToolOutputsMatchPkgTools replays every tool call of the
-// session through pkg/tools on a real workspace, the check scripts included
-// when the shell tools they use are there: the generated results must be
-// byte for byte what the builder would have recorded.
-func TestCompactBenchToolOutputsMatchPkgTools(t *testing.T) {
-	s := session(t)
-	dir := t.TempDir()
-	for p, content := range s.Files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ws, err := tools.NewWorkspace(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := tools.NewExecutor(ws, nil, tools.Options{})
-	checked := 0
-	// The generator simulates the check scripts in Go; the real ones must
-	// agree with it.
-	probe, err := exec.Execute(context.Background(), "run", `{"command": "command -v grep sed awk wc tr"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shell := probe.ExitCode == 0 && probe.Error == ""
-	if !shell {
-		t.Logf("no shell tools (%q): the check scripts are not compared", probe.Output+probe.Error)
-	}
-	runs := 0
-	for _, it := range s.Iterations {
-		for i, call := range it.Units[0].Calls {
-			if call.Name == "run" {
-				if !shell {
-					continue
-				}
-				runs++
-			}
-			res, err := exec.Execute(context.Background(), call.Name, call.Args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := res.Output
-			if res.Error != "" {
-				got += "error: " + res.Error
-			}
-			if call.Name == "run" {
-				got = fmt.Sprintf("exit code %d\n%s", res.ExitCode, got)
-			}
-			if want := it.Units[1+i].Content; got != want {
-				t.Fatalf("step %d %s %s:\npkg/tools: %q\ngenerated: %q", it.Step, call.Name, call.Args, got, want)
-			}
-			if !reflect.DeepEqual(res.FilesChanged, it.FilesChanged) && len(res.FilesChanged) > 0 {
-				t.Fatalf("step %d: files changed %v, generated %v", it.Step, res.FilesChanged, it.FilesChanged)
-			}
-			checked++
-		}
-	}
-	if checked < 55 || shell && runs != 6 {
-		t.Fatalf("only %d calls checked, %d of them runs", checked, runs)
 	}
 }
 

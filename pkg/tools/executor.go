@@ -64,6 +64,24 @@ type Result struct {
 	TimedOut bool
 }
 
+// Text is what the model sees of a result of tool: the output, then the
+// tool error as "error: ...", and for run the exit code first. The builder
+// records results this way, and the pruner and summarizer read failures
+// from it.
+func (r Result) Text(tool string) string {
+	text := r.Output
+	if r.Error != "" {
+		if text != "" {
+			text += "\n"
+		}
+		text += "error: " + r.Error
+	}
+	if tool == toolRun {
+		text = fmt.Sprintf("exit code %d\n%s", r.ExitCode, text)
+	}
+	return text
+}
+
 // Executor runs tool calls against one workspace. It keeps no state between
 // calls, so one Executor may serve concurrent calls.
 type Executor struct {

@@ -152,3 +152,21 @@ func TestReadArtifact(t *testing.T) {
 		t.Errorf("store failure: err = %v, want it wrapped", err)
 	}
 }
+
+func TestResultText(t *testing.T) {
+	cases := []struct {
+		tool string
+		res  Result
+		want string
+	}{
+		{"read_file", Result{Output: "hello\n"}, "hello\n"},
+		{"read_file", Result{Error: `read_file: path "x" does not exist`}, `error: read_file: path "x" does not exist`},
+		{"run", Result{Output: "ok\n"}, "exit code 0\nok\n"},
+		{"run", Result{Output: "partial", Error: "timed out", ExitCode: -1}, "exit code -1\npartial\nerror: timed out"},
+	}
+	for _, c := range cases {
+		if got := c.res.Text(c.tool); got != c.want {
+			t.Errorf("%s %+v: %q, want %q", c.tool, c.res, got, c.want)
+		}
+	}
+}

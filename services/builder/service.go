@@ -446,16 +446,7 @@ func (s *Service) runTool(ctx context.Context, env events.Envelope, exec *tools.
 // pointer with a digest of whole lines; the model can read it all back with
 // read_artifact. Text is never cut mid-line.
 func (s *Service) toolContent(ctx context.Context, session string, call units.Call, res tools.Result) (content, artifact string, err error) {
-	text := res.Output
-	if res.Error != "" {
-		if text != "" {
-			text += "\n"
-		}
-		text += "error: " + res.Error
-	}
-	if call.Name == "run" {
-		text = fmt.Sprintf("exit code %d\n%s", res.ExitCode, text)
-	}
+	text := res.Text(call.Name)
 	if len(text) <= s.d.Config.InlineOutputBytes {
 		return text, "", nil
 	}

@@ -82,6 +82,15 @@ func (r Result) Text(tool string) string {
 	return text
 }
 
+// TextFailed reports whether text, as Text renders it, is a failed result:
+// a tool error, or a command that exited non-zero.
+func TextFailed(text string) bool {
+	if rest, ok := strings.CutPrefix(text, "exit code "); ok && !strings.HasPrefix(rest, "0\n") && rest != "0" {
+		return true
+	}
+	return strings.HasPrefix(text, "error: ") || strings.Contains(text, "\nerror: ")
+}
+
 // Executor runs tool calls against one workspace. It keeps no state between
 // calls, so one Executor may serve concurrent calls.
 type Executor struct {

@@ -170,3 +170,19 @@ func TestResultText(t *testing.T) {
 		}
 	}
 }
+
+func TestTextFailed(t *testing.T) {
+	for content, want := range map[string]bool{
+		"exit code 0\nok":                   false,
+		"exit code 0":                       false,
+		"exit code 2\nboom":                 true,
+		"error: path escapes the workspace": true,
+		"partial output\nerror: timed out":  true,
+		"wrote 3 bytes":                     false,
+		"the error handling code is here":   false,
+	} {
+		if got := TextFailed(content); got != want {
+			t.Errorf("TextFailed(%q) = %v, want %v", content, got, want)
+		}
+	}
+}

@@ -2,11 +2,11 @@ package pruner
 
 import (
 	"encoding/json"
-	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/ralphmesh/ralph/pkg/compaction"
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -56,7 +56,7 @@ func Select(doc compaction.Document) Selection {
 	// The latest failure of each distinct call (tool + arguments).
 	latest := map[string]string{}
 	for _, u := range us {
-		if u.Kind == units.KindToolResult && failed(u) {
+		if u.Kind == units.KindToolResult && tools.TextFailed(u.Content) {
 			latest[u.Tool+"\x00"+string(canonicalArgs(u.Args))] = u.ID
 		}
 	}
@@ -100,15 +100,6 @@ func Select(doc compaction.Document) Selection {
 		}
 	}
 	return sel
-}
-
-// failed reports whether a tool result carries an error: the builder
-// writes "error: ..." for a failed call and "exit code N" first for run.
-func failed(u units.Unit) bool {
-	if strings.HasPrefix(u.Content, "exit code ") && !strings.HasPrefix(u.Content, "exit code 0\n") && u.Content != "exit code 0" {
-		return true
-	}
-	return strings.HasPrefix(u.Content, "error: ") || strings.Contains(u.Content, "\nerror: ")
 }
 
 // canonicalArgs makes {"a":1, "b":2} and {"b":2,"a":1} the same call.

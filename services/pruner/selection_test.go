@@ -114,19 +114,3 @@ func TestInsertAfterInstructions(t *testing.T) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
 }
-
-func TestFailed(t *testing.T) {
-	for content, want := range map[string]bool{
-		"exit code 0\nok":                   false,
-		"exit code 0":                       false,
-		"exit code 2\nboom":                 true,
-		"error: path escapes the workspace": true,
-		"partial output\nerror: timed out":  true,
-		"wrote 3 bytes":                     false,
-		"the error handling code is here":   false,
-	} {
-		if got := failed(units.Unit{Content: content}); got != want {
-			t.Errorf("failed(%q) = %v, want %v", content, got, want)
-		}
-	}
-}

@@ -22,6 +22,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/store"
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -238,15 +239,15 @@ func unresolvedErrors(us []units.Unit) []string {
 // talks about failures is not an error.
 func errorLine(content string) string {
 	switch {
+	case !tools.TextFailed(content):
+		return ""
 	case strings.HasPrefix(content, "error: "):
 		first, _, _ := strings.Cut(content, "\n")
 		return first
-	case !strings.HasPrefix(content, "exit code ") || strings.HasPrefix(content, "exit code 0\n") || content == "exit code 0":
-		if _, tail, ok := strings.Cut(content, "\nerror: "); ok {
-			first, _, _ := strings.Cut(tail, "\n")
-			return "error: " + first
-		}
-		return ""
+	case !strings.HasPrefix(content, "exit code "):
+		_, tail, _ := strings.Cut(content, "\nerror: ")
+		first, _, _ := strings.Cut(tail, "\n")
+		return "error: " + first
 	}
 	first, rest, _ := strings.Cut(content, "\n")
 	last := ""

@@ -15,7 +15,7 @@ func newCompactCmd() *cobra.Command {
 		Use:   "plan FILE",
 		Short: "Print the compaction plan of a context document as JSON",
 		Long: `Run the compaction planner (mode tiered_adaptive, default knobs, no history, no advisor) over a
-context document (CONTRACT.md) and print the plan as JSON: the tier, the token counts, every unit's lane,
+context document (docs/REFERENCE.md) and print the plan as JSON: the tier, the token counts, every unit's lane,
 the operations in the order they would be applied, and the units skipped with their reasons.
 The same input always gives byte-identical output.`,
 		Args: args(cobra.ExactArgs(1)),
@@ -28,7 +28,7 @@ The same input always gives byte-identical output.`,
 			if err != nil {
 				return badInput("%s: %v", a[0], err)
 			}
-			plan, err := compaction.Plan(cmd.Context(), doc, compaction.DefaultOptions(), compaction.History{}, nil)
+			plan, err := compaction.Plan(doc, compaction.DefaultOptions(), compaction.History{})
 			if err != nil {
 				return fmt.Errorf("plan %s: %w", a[0], err)
 			}

@@ -21,8 +21,9 @@ func newCompactBenchCmd() *cobra.Command {
 overview drawing on all of them) and replay it through five strategies: no compaction, plain truncation,
 and the planner's legacy, tiered and tiered_adaptive modes carried out by the summarizer's executor
 against a scripted summarizer model on 127.0.0.1. Print, for each: whether it completed, the builder's
-input tokens, compactor LLM calls per iteration, time spent compacting and how many protected facts the
-builder still sees at the end, then the tiered_adaptive targets. With --out, also write the report as
+input tokens, the share of them that repeats the previous prompt from its start (what a provider's
+prompt cache can reuse), compactor LLM calls per iteration, time spent compacting and how many protected
+facts the builder still sees at the end, then the tiered_adaptive targets. With --out, also write the report as
 Markdown. Exits 1 when a tiered_adaptive target is missed.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,16 +14,22 @@ import (
 
 	"github.com/ralphmesh/ralph/internal/demo"
 	"github.com/ralphmesh/ralph/pkg/config"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/gitwork"
 	"github.com/ralphmesh/ralph/pkg/scriptllm"
+	"github.com/ralphmesh/ralph/services/console"
 )
 
 func newDemoCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, keep bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a 2-task session end to end on an in-process mesh with a simulated model",
-		Args:  args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Short: demoShort(),
+		Long: demoShort() + `.
+The workspace and the PRD are made in a temporary directory, which is removed at the end
+unless --keep is given.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg, err := loadConfig()
 			if err != nil {
 				return err
@@ -37,11 +45,22 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			defer llmServer.Close()
-			ws, err := demo.Workspace()
+			dir, err := os.MkdirTemp("", "ralph-demo-")
 			if err != nil {
+				return fmt.Errorf("demo directory: %w", err)
+			}
+			defer func() {
+				if keep {
+					return
+				}
+				if rmErr := os.RemoveAll(dir); rmErr != nil && err == nil {
+					err = fmt.Errorf("remove the demo directory: %w", rmErr)
+				}
+			}()
+			ws, prdPath := filepath.Join(dir, "workspace"), filepath.Join(dir, "prd.yaml")
+			if err := demo.Workspace(ws); err != nil {
 				return err
 			}
-			prdPath := filepath.Join(filepath.Dir(ws), filepath.Base(ws)+"-prd.yaml")
 			if err := os.WriteFile(prdPath, demo.PRDYAML(), 0o644); err != nil {
 				return fmt.Errorf("write demo PRD: %w", err)
 			}
@@ -66,10 +85,14 @@ func newDemoCmd() *cobra.Command {
   noticed and unstuck.
   PRD:       %s
   workspace: %s (a fresh git repository)
+  %s
 
-`, baseURL, demo.BuilderModel, demo.CriticModel, demo.PrunerModel, prdPath, ws)
+`, baseURL, demo.BuilderModel, demo.CriticModel, demo.PrunerModel, prdPath, ws, keepNote(keep, dir))
+			} else if keep {
+				// stdout is events only; where they are kept goes to stderr.
+				fmt.Fprintf(cmd.ErrOrStderr(), "ralph demo: %s\n", keepNote(keep, dir))
 			}
-			start, err := prepareSession(prdPath, ws, "")
+			start, err := prepareSession(cmd.Context(), cfg, prdPath, ws, "", gitFlags{})
 			if err != nil {
 				return err
 			}
@@ -91,7 +114,13 @@ func newDemoCmd() *cobra.Command {
 				}
 				sort.Strings(names)
 				for _, n := range names {
-					fmt.Fprintf(out, "  %s\n", n)
+					// The model named these files.
+					fmt.Fprintf(out, "  %s\n", console.Escape(n))
+				}
+				printBranchLog(cmd.Context(), out, cfg, ws, start)
+				prdArg := prdPath
+				if !keep {
+					prdArg = "PRD"
 				}
 				fmt.Fprintf(out, `
 To run the same PRD with a real model, point Ralph mesh at any OpenAI-compatible endpoint:
@@ -99,11 +128,54 @@ To run the same PRD with a real model, point Ralph mesh at any OpenAI-compatible
   export RALPH_LLM_API_KEY=sk-...                        # or OPENAI_API_KEY
   export RALPH_BUILDER_MODEL=gpt-4o RALPH_CRITIC_MODEL=gpt-4o-mini
   go run ./cmd/ralph run %s --workspace DIR
-`, prdPath)
+  %s
+`, prdArg, keepNote(keep, dir))
 			}
 			return runErr
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one event per line as JSON")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's workspace and PRD after it ends (their directory is printed)")
 	return cmd
+}
+
+// printBranchLog shows the session's work product as git shows it: `git
+// log --oneline` of its branch.
+func printBranchLog(ctx context.Context, out io.Writer, cfg config.Config, ws string, start events.Envelope) {
+	d, err := events.DecodeAs[events.SessionStartedData](start)
+	if err != nil || d.Git == nil {
+		return
+	}
+	repo, err := gitwork.Open(ctx, ws, nil, cfg.Git)
+	var log []gitwork.LogLine
+	if err == nil {
+		log, err = repo.Log(ctx, d.Git.Branch, 20)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "\ngit log of branch %s: %v\n", d.Git.Branch, err)
+		return
+	}
+	fmt.Fprintf(out, "\ngit log --oneline %s:\n", d.Git.Branch)
+	for _, l := range log {
+		fmt.Fprintf(out, "  %s %s\n", l.SHA[:min(len(l.SHA), 7)], console.Escape(l.Subject))
+	}
+}
+
+// demoShort says what the demo runs, counting the tasks of the PRD it
+// ships so that the help cannot drift from it.
+func demoShort() string {
+	p, err := demo.PRD()
+	if err != nil {
+		// The embedded PRD is parsed by the tests; this is not reached.
+		return "Run a session end to end on an in-process mesh with a simulated model"
+	}
+	return fmt.Sprintf("Run a %d-task session end to end on an in-process mesh with a simulated model", len(p.Tasks))
+}
+
+// keepNote says what becomes of the demo's directory.
+func keepNote(keep bool, dir string) string {
+	if keep {
+		return "The PRD and the workspace stay in " + dir + " (--keep)."
+	}
+	return "The PRD and the workspace are removed when the demo ends; ralph demo --keep keeps them\n  (the PRD is internal/demo/prd.yaml in the source)."
 }

@@ -6,9 +6,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ralphmesh/ralph/services/console"
 )
 
 // exitError carries an exit code: 1 for a session that failed or was
@@ -26,17 +29,23 @@ func badInput(format string, a ...any) error {
 }
 
 func main() {
-	root := newRoot()
-	err := root.Execute()
+	os.Exit(report(os.Stderr, newRoot().Execute()))
+}
+
+// report prints err for people and returns the exit code it calls for: 0
+// without an error, an exitError's own code, 1 otherwise.
+func report(w io.Writer, err error) int {
 	if err == nil {
-		return
+		return 0
 	}
-	fmt.Fprintf(os.Stderr, "ralph: %v\n", err)
+	// The error may quote a model's text or a PRD's: its controls are
+	// escaped like everything else printed.
+	fmt.Fprintf(w, "ralph: %s\n", console.EscapeLines(err.Error()))
 	var ee exitError
 	if errors.As(err, &ee) {
-		os.Exit(ee.code)
+		return ee.code
 	}
-	os.Exit(1)
+	return 1
 }
 
 func newRoot() *cobra.Command {
@@ -48,7 +57,8 @@ func newRoot() *cobra.Command {
 	}
 	// Flag and argument errors are bad input: exit 2.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{code: 2, err: err} })
-	root.AddCommand(newUpCmd(), newServiceCmd(), newRunCmd(), newResumeCmd(), newCompactCmd(), newReplayCmd(), newStuckCmd(), newConfigCmd(), newDemoCmd())
+	root.AddCommand(newUpCmd(), newServiceCmd(), newHealthCmd(), newRunCmd(), newResumeCmd(), newPRDCmd(), newCompactCmd(), newReplayCmd(), newStuckCmd(), newMemoryCmd(), newConfigCmd(), newDemoCmd(), newScriptLLMCmd(),
+		newSessionsCmd(), newStatusCmd(), newCancelCmd(), newWatchCmd(), newDLQCmd())
 	return root
 }
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,27 +52,55 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// gitWorkspace is a workspace a session can run in: the top level of a
+// git repository with one commit and a clean work tree.
+func gitWorkspace(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "README.md", "# workspace\n")
+	for _, args := range [][]string{{"init", "-q"}, {"add", "README.md"}, {"commit", "-q", "-m", "initial commit"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
 func TestStuckScan(t *testing.T) {
-	out, code, err := ralph(t, "stuck", "scan", "../../services/stuckdetector/testdata/stuck_circular.jsonl")
+	out, code, err := ralph(t, "stuck", "scan", "../../internal/stuckbench/testdata/stuck_circular.jsonl")
 	if code != 0 {
 		t.Fatalf("exit %d: %v", code, err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var sig struct {
+	type signal struct {
 		Iteration  int     `json:"iteration"`
 		Pattern    string  `json:"pattern"`
 		Confidence float64 `json:"confidence"`
 		Action     string  `json:"action"`
+		Strength   string  `json:"strength"`
 		Diagnosis  string  `json:"diagnosis"`
 	}
-	if err := json.Unmarshal([]byte(lines[0]), &sig); err != nil {
-		t.Fatalf("not JSON: %q", lines[0])
+	if len(lines) != 2 {
+		t.Fatalf("%d signals, want 2:\n%s", len(lines), out)
 	}
-	if sig.Iteration != 3 || sig.Pattern != "circular_tools" || sig.Action != "prune_context" || sig.Diagnosis == "" {
-		t.Fatalf("signal %+v", sig)
+	// Three identical reads are weak evidence (a nudge); the fourth makes
+	// it strong (prune the context).
+	for i, want := range []signal{
+		{Iteration: 3, Pattern: "circular_tools", Action: "nudge", Strength: "weak"},
+		{Iteration: 4, Pattern: "circular_tools", Action: "prune_context", Strength: "strong"},
+	} {
+		var sig signal
+		if err := json.Unmarshal([]byte(lines[i]), &sig); err != nil {
+			t.Fatalf("not JSON: %q", lines[i])
+		}
+		if sig.Iteration != want.Iteration || sig.Pattern != want.Pattern || sig.Action != want.Action || sig.Strength != want.Strength || sig.Diagnosis == "" {
+			t.Fatalf("signal %d: %+v, want %+v", i, sig, want)
+		}
 	}
 	// Same input, byte-identical output.
-	again, _, _ := ralph(t, "stuck", "scan", "../../services/stuckdetector/testdata/stuck_circular.jsonl")
+	again, _, _ := ralph(t, "stuck", "scan", "../../internal/stuckbench/testdata/stuck_circular.jsonl")
 	if again != out {
 		t.Fatal("stuck scan is not deterministic")
 	}
@@ -114,6 +144,7 @@ func meshEnv(t *testing.T) (prefix string) {
 	t.Setenv("RALPH_NATS_URL", meshtest.NATSURL(t))
 	t.Setenv("RALPH_REDIS_URL", meshtest.RedisURL(t))
 	t.Setenv("RALPH_PREFIX", prefix)
+	t.Setenv("RALPH_CONSOLE_ADDR", "127.0.0.1:0")
 	return prefix
 }
 
@@ -206,11 +237,10 @@ func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
 
 	dir := t.TempDir()
 	prdPath := writeFile(t, dir, "prd.yaml", string(demo.PRDYAML()))
-	ws, err := demo.Workspace()
-	if err != nil {
+	ws := filepath.Join(dir, "ws")
+	if err := demo.Workspace(ws); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
 	out, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--json", "--session", "cli-run")
 	if code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)
@@ -241,6 +271,8 @@ func TestRunAgainstExternalMeshAndReplay(t *testing.T) {
 
 func TestRunFailedSessionExitsOne(t *testing.T) {
 	meshEnv(t)
+	// The mesh is reached with a password, which run must not print.
+	t.Setenv("RALPH_NATS_URL", natsURLWithPassword(t, "run-s3cret"))
 	srv := scriptllm.New(mustScript(t, `
 rules:
   - {model: b, reply: {content: "again", tool_calls: [{name: run, arguments: {command: "date +%s%N > t"}}]}}
@@ -255,12 +287,15 @@ rules:
 	t.Setenv("RALPH_BUILDER_MAX_TURNS_PER_TASK", "2")
 	startServices(t)
 	prdPath := writeFile(t, t.TempDir(), "p.yaml", "tasks:\n  - {id: T1, title: x, acceptance_criteria: [y]}\n")
-	out, code, err := ralph(t, "run", prdPath, "--workspace", t.TempDir())
+	out, code, err := ralph(t, "run", prdPath, "--workspace", gitWorkspace(t))
 	if code != 1 || !strings.Contains(err.Error(), "used all 2 turns") {
 		t.Fatalf("exit %d, err %v\n%s", code, err, out)
 	}
 	if !strings.Contains(out, "session failed") {
 		t.Fatalf("output does not show the failure:\n%s", out)
+	}
+	if strings.Contains(out, "run-s3cret") || !strings.Contains(out, "mesh at nats://ralph:****@") {
+		t.Fatalf("output does not mask the NATS password:\n%s", out)
 	}
 }
 
@@ -313,7 +348,8 @@ func TestStuckBench(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %v\n%s", code, err, out)
 	}
-	for _, want := range []string{"precision", "recall", "action_error_loop", "monologue", "alternating", "compaction_loop", "chanting", "no_progress", "total"} {
+	for _, want := range []string{"precision", "recall", "action_error_loop", "monologue", "alternating", "compaction_loop", "chanting", "no_progress", "total",
+		"look-alike kind", "false alarms", "distinct_reads", "shell_mix_with_repeats"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -331,5 +367,70 @@ func TestStuckBench(t *testing.T) {
 	t.Setenv("RALPH_STUCK_REPEAT_THRESHOLD", "3")
 	if _, code, err := ralph(t, "stuck", "bench", "--corpus", t.TempDir()); code != 2 || !strings.Contains(err.Error(), "labels.json") {
 		t.Fatalf("empty corpus dir: exit %d, err %v", code, err)
+	}
+}
+
+func TestReportEscapesTheError(t *testing.T) {
+	var b bytes.Buffer
+	code := report(&b, exitError{code: 2, err: errors.New("task \"T1\": title \x1b]0;owned\x07 is\nbad\r✔ session completed")})
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	if want := "ralph: task \"T1\": title \\x1b]0;owned\\x07 is\nbad\\r✔ session completed\n"; b.String() != want {
+		t.Fatalf("printed %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	if code := report(&b, nil); code != 0 || b.Len() != 0 {
+		t.Fatalf("no error: exit %d, printed %q", code, b.String())
+	}
+}
+
+// A PRD over its bounds, one with a task that cannot fit in the builder
+// model's window, and one too large for the bus are bad input: exit 2 with
+// the reason, and nothing is published.
+func TestRunRefusesAPRDOverItsLimits(t *testing.T) {
+	prefix := meshEnv(t)
+	dir, ws := t.TempDir(), gitWorkspace(t)
+	tasks := func(n, descBytes int) string {
+		var b strings.Builder
+		b.WriteString("tasks:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - {id: T%d, title: t, description: %q, acceptance_criteria: [c]}\n", i+1, strings.Repeat("d", descBytes))
+		}
+		return b.String()
+	}
+	cases := []struct {
+		name, prd string
+		env       map[string]string
+		want      []string
+	}{
+		{"over the byte limit", tasks(3, 100), map[string]string{"RALPH_PRD_MAX_BYTES": "200"},
+			[]string{"more than the 200 allowed (RALPH_PRD_MAX_BYTES)"}},
+		{"over the task limit", tasks(3, 1), map[string]string{"RALPH_PRD_MAX_TASKS": "2"},
+			[]string{"3 tasks, more than the 2 allowed (RALPH_PRD_MAX_TASKS)"}},
+		{"a task that cannot fit in the window", tasks(2, 20_000), map[string]string{"RALPH_BUILDER_CONTEXT_WINDOW": "6000"},
+			[]string{"task T1 cannot start", "its first request needs", "context window of 6000 tokens", "RALPH_BUILDER_CONTEXT_WINDOW"}},
+		{"too large for the bus", tasks(600, 2000), map[string]string{"RALPH_PRD_MAX_BYTES": "10000000", "RALPH_PRD_MAX_TASKS": "1000"},
+			[]string{"too large for this mesh", "session.started", "max payload"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			path := writeFile(t, dir, "p.yaml", c.prd)
+			_, code, err := ralph(t, "run", path, "--workspace", ws)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (err %v)", code, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	if n := streamMessages(t, prefix); n != 0 {
+		t.Fatalf("%d events were published for PRDs over their limits", n)
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os/signal"
 	"strings"
@@ -12,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralphmesh/ralph/internal/mesh"
-	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/settings"
 )
 
 func newResumeCmd() *cobra.Command {
@@ -23,9 +21,10 @@ func newResumeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   `resume SESSION --message "..."`,
-		Short: "Give an escalated session guidance and follow it until it ends again",
-		Long: `Resume a session that was escalated (paused for a person): the message is added to the stuck
-task's context as an instruction, the loop goes on, and the session is followed live as with run.
+		Short: "Give an escalated or cancelled session guidance and follow it until it ends again",
+		Long: `Resume a session that was escalated (paused for a person) or cancelled: the message is added to
+the current task's context as an instruction, the loop goes on, and the session is followed live as
+with run. The session must be of the team RALPH_TEAM.
 Needs the mesh the session ran on (RALPH_NATS_URL and RALPH_REDIS_URL); a session that ran on
 run's in-process mesh ended with that process.
 Exit 0: every task completed; 1: the session failed or was escalated again; 2: bad input.`,
@@ -57,55 +56,34 @@ Exit 0: every task completed; 1: the session failed or was escalated again; 2: b
 				return err
 			}
 			defer m.Close()
-			esc, err := escalation(ctx, m, session, cfg.NATS.URL)
+			ctl, err := controlOf(cfg, m)
 			if err != nil {
 				return err
 			}
-			resumed, err := events.New(events.SessionResumed, session, esc.Task, esc.Step, time.Now(), events.SessionResumedData{Message: message})
+			// The session is paused until the resume is published, so the
+			// usage now is what the parts before the resume used.
+			before, err := m.Store.Usage(ctx, session)
 			if err != nil {
-				return exitError{code: 2, err: err}
-			}
-			if err := m.Bus.Publish(ctx, resumed); err != nil {
-				return err
+				return fmt.Errorf("read the model usage of session %s: %w", session, err)
 			}
 			out := cmd.OutOrStdout()
-			if !asJSON {
-				fmt.Fprintf(out, "session %s resumed at task %s with guidance; following it on %s\n", session, esc.Task, cfg.NATS.URL)
+			from := &resumePoint{Usage: before}
+			publish := func() error {
+				resumed, err := ctl.Resume(ctx, cfg.Team, session, message)
+				if err != nil {
+					return refused(err)
+				}
+				from.EventID = resumed.ID
+				if !asJSON {
+					fmt.Fprintf(out, "session %s resumed at task %s with guidance; following it on %s\n", session, resumed.Task, settings.MaskURL(cfg.NATS.URL))
+				}
+				return nil
 			}
-			_, err = followSession(ctx, cfg, m, session, resumed.ID, out, asJSON, false, begin)
+			_, err = followSession(ctx, cfg, m, session, publish, from, out, asJSON, false, begin)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&message, "message", "", "guidance for the builder (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one event per line as JSON")
 	return cmd
-}
-
-// escalation finds the event that paused the session, or says why the
-// session cannot be resumed.
-func escalation(ctx context.Context, m *mesh.Mesh, session, url string) (events.Envelope, error) {
-	var last events.Envelope
-	resumedAfter := false
-	err := m.Bus.Replay(ctx, session, func(env events.Envelope) error {
-		switch {
-		case env.Type.Terminal():
-			last, resumedAfter = env, false
-		case env.Type == events.SessionResumed:
-			resumedAfter = true
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, bus.ErrNoSession):
-		return events.Envelope{}, badInput("session %s: no events on %s", session, url)
-	case err != nil:
-		return events.Envelope{}, err
-	case last.Type == "":
-		return events.Envelope{}, badInput("session %s is still running, not escalated", session)
-	case last.Type != events.SessionEscalated:
-		return events.Envelope{}, badInput("session %s is not escalated: it ended with %s", session, last.Type)
-	case resumedAfter:
-		return events.Envelope{}, badInput("session %s was already resumed after its escalation and is running", session)
-	}
-	return last, nil
 }

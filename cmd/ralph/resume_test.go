@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,12 +35,13 @@ rules:
 		t.Setenv("RALPH_"+role+"_MODEL", model)
 	}
 	startServices(t)
-	ws := t.TempDir()
+	ws := gitWorkspace(t)
 	writeFile(t, ws, "notes.txt", "")
 	writeFile(t, ws, "notes-v2.txt", "buy bread\n")
 	prdPath := writeFile(t, t.TempDir(), "p.yaml", "tasks:\n  - {id: E1, title: Summarise the notes, acceptance_criteria: [summary.txt summarises the notes]}\n")
 
-	out, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--session", "cli-esc")
+	runOut, code, err := ralph(t, "run", prdPath, "--workspace", ws, "--session", "cli-esc", "--allow-dirty")
+	out := runOut
 	if code != 1 || !strings.Contains(err.Error(), "session cli-esc escalated") || !strings.Contains(err.Error(), "could not be decomposed") ||
 		!strings.Contains(err.Error(), "after one repair request") || !strings.Contains(err.Error(), "ralph resume cli-esc") {
 		t.Fatalf("run: exit %d, err %v\n%s", code, err, out)
@@ -74,6 +77,7 @@ rules:
 	if strings.Contains(out, "pruned E1") {
 		t.Fatalf("resume printed the history before the resume:\n%s", out)
 	}
+	checkResumeSummary(t, runOut, out)
 	if data, err := os.ReadFile(filepath.Join(ws, "summary.txt")); err != nil || string(data) != "buy bread\n" {
 		t.Fatalf("summary.txt = %q, %v", data, err)
 	}
@@ -87,5 +91,38 @@ func TestResumeNeedsTheMesh(t *testing.T) {
 	t.Setenv("RALPH_NATS_URL", "")
 	if _, code, err := ralph(t, "resume", "s-1", "--message", "go on"); code != 2 || !strings.Contains(err.Error(), "RALPH_NATS_URL") {
 		t.Fatalf("exit %d, err %v; want 2 naming RALPH_NATS_URL", code, err)
+	}
+}
+
+// summaryFigures reads "<label>iterations N, builder tokens T" and
+// "builder model: <label2>C calls" from a summary.
+func summaryFigures(t *testing.T, out, label, modelLabel string) (iterations, tokens, calls int) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(label) + `iterations (\d+), builder tokens (\d+),`).FindStringSubmatch(out)
+	c := regexp.MustCompile(`(?m)^  builder model: ` + regexp.QuoteMeta(modelLabel) + `(\d+) calls`).FindStringSubmatch(out)
+	if m == nil || c == nil {
+		t.Fatalf("summary lacks %q figures or %q builder calls:\n%s", label, modelLabel, out)
+	}
+	iterations, _ = strconv.Atoi(m[1])
+	tokens, _ = strconv.Atoi(m[2])
+	calls, _ = strconv.Atoi(c[1])
+	return iterations, tokens, calls
+}
+
+// checkResumeSummary: after a resume the summary keeps the resumed part's
+// figures apart from the whole session's, and the whole is the run's part
+// plus the resumed part.
+func checkResumeSummary(t *testing.T, runOut, resumeOut string) {
+	t.Helper()
+	runIts, runTokens, runCalls := summaryFigures(t, runOut, "", "")
+	partIts, partTokens, partCalls := summaryFigures(t, resumeOut, "resumed part:  ", "resumed part ")
+	wholeIts, wholeTokens, _ := summaryFigures(t, resumeOut, "whole session: ", "resumed part ")
+	wholeCalls := regexp.MustCompile(`(?m)^  builder model: .*; whole session (\d+) calls`).FindStringSubmatch(resumeOut)
+	if partIts == 0 || partCalls == 0 || wholeCalls == nil {
+		t.Fatalf("resume summary:\n%s", resumeOut)
+	}
+	if wholeIts != runIts+partIts || wholeTokens != runTokens+partTokens || wholeCalls[1] != strconv.Itoa(runCalls+partCalls) {
+		t.Fatalf("whole session (%d iterations, %d tokens, %s calls) is not the run's (%d, %d, %d) plus the resumed part's (%d, %d, %d):\n%s\n%s",
+			wholeIts, wholeTokens, wholeCalls[1], runIts, runTokens, runCalls, partIts, partTokens, partCalls, runOut, resumeOut)
 	}
 }

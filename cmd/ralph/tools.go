@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,59 +8,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralphmesh/ralph/internal/mesh"
+	"github.com/ralphmesh/ralph/internal/stuckbench"
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
-	"github.com/ralphmesh/ralph/services/console"
 	"github.com/ralphmesh/ralph/services/stuckdetector"
 )
 
 func newReplayCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, live bool
+		pos          position
+	)
 	cmd := &cobra.Command{
-		Use:   "replay SESSION",
-		Short: "Print every event of a session, in order, from JetStream",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "replay SESSION [--follow] [--since DURATION | --from-seq N] [--json]",
+		Short: "Print every event of a session of the team, in order, from JetStream (--follow: then live)",
+		Long: `Print every event of SESSION (of the team RALPH_TEAM) from JetStream, in order, up to the last one
+stored; with --since or --from-seq, from there. --follow goes on live until the session ends, as
+` + "`ralph watch SESSION`" + ` does.`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if err := events.ValidSession(a[0]); err != nil {
-				return exitError{code: 2, err: err}
-			}
-			cfg, err := loadConfig()
+			from, err := pos.from(bus.From{})
 			if err != nil {
 				return err
 			}
-			if cfg.NATS.URL == "" {
-				return badInput("replay reads the mesh at RALPH_NATS_URL, which is not set")
-			}
-			log, err := newLogger(cfg, true)
-			if err != nil {
-				return err
-			}
-			m, err := mesh.Start(cmd.Context(), cfg, log, mesh.Options{BusOnly: true})
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			out := cmd.OutOrStdout()
-			err = m.Bus.Replay(cmd.Context(), a[0], func(env events.Envelope) error {
-				if asJSON {
-					b, _ := json.Marshal(env)
-					_, err := fmt.Fprintln(out, string(b))
-					return err
-				}
-				if line := console.Render(env); line != "" {
-					_, err := fmt.Fprintf(out, "%s %s\n", env.Time.Format("15:04:05.000"), line)
-					return err
-				}
-				return nil
-			})
-			if errors.Is(err, bus.ErrNoSession) {
-				return exitError{code: 2, err: fmt.Errorf("session %s: no events on %s", a[0], cfg.NATS.URL)}
-			}
-			return err
+			return follow(cmd, a[0], from, live, printer{out: cmd.OutOrStdout(), json: asJSON, times: true, seqs: live})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one event per line as JSON")
+	cmd.Flags().BoolVar(&live, "follow", false, "go on live until the session ends (as ralph watch SESSION)")
+	pos.flags(cmd)
 	return cmd
 }
 
@@ -86,7 +61,7 @@ func newStuckCmd() *cobra.Command {
 				return badInput("%v", err)
 			}
 			defer f.Close()
-			if err := stuckdetector.Scan(f, cmd.OutOrStdout(), cfg, stuckdetector.DefaultPatterns()); err != nil {
+			if err := stuckbench.Scan(f, cmd.OutOrStdout(), cfg, stuckdetector.DefaultPatterns()); err != nil {
 				return badInput("%s: %v", a[0], err)
 			}
 			return nil
@@ -99,7 +74,8 @@ func newStuckCmd() *cobra.Command {
 		Short: "Precision, recall and detection delay of the stuck detector on a labelled corpus",
 		Long: `Run the stuck detector, with the RALPH_STUCK_* settings, over every trajectory of a labelled corpus
 (the one shipped in the binary, or DIR with a labels.json and its JSONL files) and print, per pattern,
-precision, recall and the iterations from loop onset to detection, then the misses and false positives.
+precision, recall and the iterations from loop onset to detection; per look-alike kind of the healthy
+trajectories, how many there are and the false positives raised on them; then the misses and false positives.
 Exit 1 when a target is missed: a false positive on a healthy trajectory, recall under 95%, or a
 detection more than 3 iterations after onset.`,
 		Args: args(cobra.NoArgs),
@@ -108,16 +84,16 @@ detection more than 3 iterations after onset.`,
 			if err != nil {
 				return err
 			}
-			var c stuckdetector.Corpus
+			var c stuckbench.Corpus
 			if corpus == "" {
-				c, err = stuckdetector.ShippedCorpus()
+				c, err = stuckbench.ShippedCorpus()
 			} else {
-				c, err = stuckdetector.LoadCorpus(os.DirFS(corpus))
+				c, err = stuckbench.LoadCorpus(os.DirFS(corpus))
 			}
 			if err != nil {
 				return badInput("corpus %s: %v", corpusName(corpus), err)
 			}
-			r := stuckdetector.Evaluate(c, cfg, nil)
+			r := stuckbench.Evaluate(c, cfg, nil)
 			if err := r.Write(cmd.OutOrStdout()); err != nil {
 				return err
 			}
@@ -137,7 +113,7 @@ detection more than 3 iterations after onset.`,
 			return nil
 		},
 	}
-	bench.Flags().StringVar(&corpus, "corpus", "", "directory of a labelled corpus (default: the shipped one)")
+	bench.Flags().StringVar(&corpus, "corpus", "", "directory of a labelled corpus (default: the one shipped in the binary, from internal/stuckbench/corpus)")
 	stuck.AddCommand(scan, bench)
 	return stuck
 }
@@ -170,7 +146,7 @@ func stuckConfig(window int) (stuckdetector.Config, error) {
 }
 
 func newConfigCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Print every setting, its default and its current value (secrets masked)",
 		Args:  args(cobra.NoArgs),
@@ -182,4 +158,33 @@ func newConfigCmd() *cobra.Command {
 			return config.Print(cmd.OutOrStdout(), cfg)
 		},
 	}
+	var teamUsers []string
+	nats := &cobra.Command{
+		Use:   "nats [--team TEAM]...",
+		Short: "Print the nats-server authorization block that gives each service and `ralph run` its own user",
+		Long: `Print the authorization block of a nats-server configuration for RALPH_PREFIX: one user per
+service, allowed to publish only the events it publishes and to work only its own consumers; a
+"run" user for ralph run, resume and replay, allowed to publish only session.started and
+session.resumed; an "admin" user that creates the streams. Passwords are read from the
+environment when the server loads it (RALPH_NATS_PASSWORD_<USER>). Each --team TEAM adds a user
+"team-TEAM" for that team's people: it may start, resume, cancel and read the team's sessions only
+(its commands run with RALPH_TEAM=TEAM). See docs/nats-permissions.md.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			for _, t := range teamUsers {
+				if err := events.ValidTeam(t); err != nil {
+					return badInput("--team: %v", err)
+				}
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), mesh.PermissionsConfig(cfg.Prefix, teamUsers...))
+			return err
+		},
+	}
+	nats.Flags().StringArrayVar(&teamUsers, "team", nil, "add a user for this team (repeat for several)")
+	cmd.AddCommand(nats)
+	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralphmesh/ralph/pkg/compaction"
+	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
 	"github.com/ralphmesh/ralph/pkg/scriptllm"
 	"github.com/ralphmesh/ralph/pkg/tokens"
@@ -109,6 +110,12 @@ type Result struct {
 	FalseClaims []string
 	// FinalTokens is the size of the context at the last builder call.
 	FinalTokens int
+	// PrefixTokens is the prompt prefix each builder call shares with the
+	// previous call's prompt, summed over the session (prefix.go says how
+	// it is measured); ExtendingCalls counts the calls whose prompt starts
+	// with the whole previous prompt.
+	PrefixTokens   int
+	ExtendingCalls int
 	// final is that context.
 	final []units.Unit
 }
@@ -122,6 +129,16 @@ func (r Result) Applied() int {
 		}
 	}
 	return n
+}
+
+// PrefixShare is the share of the builder's input tokens that repeat the
+// previous call's prompt from its start, in percent: what a provider's
+// prompt cache can reuse.
+func (r Result) PrefixShare() float64 {
+	if r.InputTokens == 0 {
+		return 0
+	}
+	return 100 * float64(r.PrefixTokens) / float64(r.InputTokens)
 }
 
 // CallsPerIteration is the compactor LLM calls per builder iteration.
@@ -270,6 +287,7 @@ func (r *replayer) run(ctx context.Context, s Strategy) (Result, error) {
 	var exec *summarizer.Executor
 	opts := compaction.DefaultOptions()
 	opts.Model = SummarizerModel
+
 	switch s {
 	case StrategyLegacy:
 		opts.Mode = compaction.ModeLegacy
@@ -280,16 +298,20 @@ func (r *replayer) run(ctx context.Context, s Strategy) (Result, error) {
 	}
 	if s == StrategyLegacy || s == StrategyTiered || s == StrategyTieredAdaptive {
 		store := newMemoryStore()
-		// The summarizer's own defaults (services/summarizer.New).
+		// The summarizer's own defaults, from their one home.
+		def := summarizer.DefaultConfig()
 		exec = &summarizer.Executor{
 			Model: r.model, Cache: store, Artifacts: store, Tokens: r.counter, Options: opts,
-			SummaryPrompt: summarizer.DefaultSummaryPrompt, MaxSummaryTokens: 2000, CacheTTL: 24 * time.Hour,
+			SummaryPrompt: def.SummaryPrompt, MaxSummaryTokens: def.MaxSummaryTokens, CacheTTL: def.CacheTTL,
 		}
 	}
+	var cache cacheReuse
 	for k, it := range r.sess.Iterations {
 		iteration := k + 1
 		input := units.Total(stored)
 		res.InputTokens += input
+		cache.call(slices.Clone(stored), r.counter.Count)
+		res.PrefixTokens, res.ExtendingCalls = cache.Reused, cache.Extending
 		res.PeakTokens = max(res.PeakTokens, input)
 		if input > r.window && res.Overflow == 0 {
 			res.Overflow, res.Completed = iteration, false
@@ -321,7 +343,7 @@ func (r *replayer) run(ctx context.Context, s Strategy) (Result, error) {
 		case StrategyTruncation:
 			stored, c = truncate(stored, r.target, len(r.sess.Initial))
 		default:
-			stored, c, err = r.compact(ctx, exec, opts, &hist, stored, filesChanged, iteration)
+			stored, c, err = r.compact(ctx, exec, &hist, stored, filesChanged, iteration)
 			if err != nil {
 				return res, fmt.Errorf("iteration %d: %w", iteration, err)
 			}
@@ -341,22 +363,26 @@ func (r *replayer) run(ctx context.Context, s Strategy) (Result, error) {
 	return res, nil
 }
 
-// compact is one compaction.requested handled the way the summarizer
-// service handles it: plan with the History of the task, commit, apply,
-// with the facts it derives from the stored units.
-func (r *replayer) compact(ctx context.Context, exec *summarizer.Executor, opts compaction.Options, hist *compaction.History,
+// compact is one compaction.requested handled by the summarizer's own
+// compaction step (summarizer.Executor.Compact: plan with the task's
+// History, commit, apply with the facts it derives from the stored units
+// and the files the builder knows it changed), the advisor off as by
+// default; only the storage around it is in memory.
+func (r *replayer) compact(ctx context.Context, exec *summarizer.Executor, hist *compaction.History,
 	stored []units.Unit, filesChanged []string, iteration int) ([]units.Unit, Compaction, error) {
 	c := Compaction{Ops: map[string]int{}, Skipped: map[string]int{}}
-	hist.StartIteration(max(iteration, 1))
-	doc := compaction.Document{
-		LimitTokens: r.window, CurrentTurn: iteration,
-		Task: compaction.Task{Goal: r.sess.Task.ID + ": " + r.sess.Task.Title}, Units: stored,
+	// What the builder asks for (builder.State.analyzed), with the
+	// benchmark's turn numbering: one turn per iteration.
+	req := events.CompactionRequestedData{
+		TaskID: r.sess.Task.ID, Goal: r.sess.Task.ID + ": " + r.sess.Task.Title,
+		ContextTokens: units.Total(stored), LimitTokens: r.window,
+		Iteration: iteration, Turn: iteration, FilesChanged: slices.Clone(filesChanged),
 	}
-	plan, err := compaction.Plan(ctx, doc, opts, *hist, nil)
+	step, err := exec.Compact(ctx, sessionID, req, stored, hist, false)
 	if err != nil {
 		return stored, c, err
 	}
-	hist.Commit(plan)
+	plan, out := step.Plan, step.Outcome
 	c.Tier, c.TokensBefore, c.TargetMet = string(plan.Tier), plan.TokensBefore, plan.TargetMet
 	for _, sk := range plan.Skipped {
 		c.Skipped[string(sk.Reason)]++
@@ -364,13 +390,6 @@ func (r *replayer) compact(ctx context.Context, exec *summarizer.Executor, opts 
 	if len(plan.Ops) == 0 {
 		c.TokensAfter = plan.TokensBefore
 		return stored, c, nil
-	}
-	// The facts the service derives from the task's context and the files
-	// the builder knows it changed (compaction.requested's FilesChanged).
-	facts := summarizer.FactsOf(stored, filesChanged)
-	out, err := exec.Apply(ctx, sessionID, r.sess.Task.ID, stored, plan, facts, hist)
-	if err != nil {
-		return stored, c, err
 	}
 	c.LLMCalls, c.CacheHits = out.LLMCalls, out.CacheHits
 	for _, a := range out.Applied {

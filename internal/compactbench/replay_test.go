@@ -36,8 +36,8 @@ var knownMisses = map[string]string{}
 // never wall time.
 func TestCompactBenchTieredAdaptiveTargets(t *testing.T) {
 	rep := report(t)
-	if len(rep.Verdict) != 5 {
-		t.Fatalf("verdict has %d targets, want 5", len(rep.Verdict))
+	if len(rep.Verdict) != 7 {
+		t.Fatalf("verdict has %d targets, want 7", len(rep.Verdict))
 	}
 	for _, c := range rep.Verdict {
 		t.Run(c.Target, func(t *testing.T) {

@@ -44,11 +44,6 @@ const (
 // takes it; nothing the model sees names it.
 const workspaceDir = "/workspace/northwind"
 
-// inlineOutputBytes is the builder's default InlineOutputBytes: a larger
-// tool output would become an artifact pointer, which the session avoids
-// so that every read is seen whole.
-const inlineOutputBytes = 16 << 10
-
 // Session is a generated builder session.
 type Session struct {
 	Task prd.Task
@@ -100,18 +95,18 @@ type call struct {
 	args map[string]any
 }
 
-func readFile(path string) call { return call{"read_file", map[string]any{"path": path}} }
+func readFile(path string) call { return call{tools.ReadFile, map[string]any{"path": path}} }
 func writeFile(path, content string) call {
-	return call{"write_file", map[string]any{"path": path, "content": content}}
+	return call{tools.WriteFile, map[string]any{"path": path, "content": content}}
 }
 func editFile(path, old, repl string) call {
-	return call{"edit_file", map[string]any{"path": path, "old": old, "new": repl}}
+	return call{tools.EditFile, map[string]any{"path": path, "old": old, "new": repl}}
 }
-func listDir(path string) call { return call{"list_dir", map[string]any{"path": path}} }
+func listDir(path string) call { return call{tools.ListDir, map[string]any{"path": path}} }
 func search(pattern, path string) call {
-	return call{"search", map[string]any{"pattern": pattern, "path": path}}
+	return call{tools.Search, map[string]any{"pattern": pattern, "path": path}}
 }
-func run(command string) call { return call{"run", map[string]any{"command": command}} }
+func run(command string) call { return call{tools.Run, map[string]any{"command": command}} }
 
 // generator records steps the way the builder does, running the calls
 // with the builder's own tools (pkg/tools) in a temporary workspace, the
@@ -288,7 +283,9 @@ func (g *generator) step(text string, calls ...call) error {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 		content := res.Text(c.name)
-		if len(content) > inlineOutputBytes {
+		// A larger output would become an artifact pointer in the builder,
+		// which the session avoids so that every read is seen whole.
+		if inline := builder.DefaultConfig().InlineOutputBytes; len(content) > inline {
 			return fmt.Errorf("step %d: %s output is %d bytes, over the builder's inline limit", step, c.name, len(content))
 		}
 		results = append(results, units.Unit{
@@ -321,7 +318,7 @@ func (g *generator) run(c call, args string) (tools.Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if c.name == "run" {
+	if c.name == tools.Run {
 		cmd, _ := c.args["command"].(string)
 		if _, seen := g.lastRun[cmd]; !seen {
 			g.runs = append(g.runs, cmd)
@@ -361,9 +358,9 @@ func (g *generator) facts(t prd.Task) []Fact {
 				continue
 			}
 			switch c.Name {
-			case "write_file":
+			case tools.WriteFile:
 				draft = []string{a["content"]}
-			case "edit_file":
+			case tools.EditFile:
 				draft = append(draft, a["new"])
 			}
 		}

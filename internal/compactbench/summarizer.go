@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ralphmesh/ralph/pkg/scriptllm"
+	"github.com/ralphmesh/ralph/pkg/tools"
 )
 
 // SummarizerModel is the model name the scripted summarizer answers to.
@@ -54,10 +55,10 @@ func summarizerScript() scriptllm.Script {
 	}
 	return scriptllm.Script{Rules: []scriptllm.Rule{
 		reply("checkpoint", scriptllm.Match{SystemContains: "Summarise the earlier work"}, checkpointReply),
-		reply("digest-read", compact("compact_tool_output:read_file"), readDigest),
-		reply("digest-write", compact("compact_tool_args:write_file"), writeDigest),
-		reply("digest-edit", compact("compact_tool_args:edit_file"), editDigest),
-		reply("digest-run", compact("compact_tool_output:run"), runDigest),
+		reply("digest-read", compact("compact_tool_output:"+tools.ReadFile), readDigest),
+		reply("digest-write", compact("compact_tool_args:"+tools.WriteFile), writeDigest),
+		reply("digest-edit", compact("compact_tool_args:"+tools.EditFile), editDigest),
+		reply("digest-run", compact("compact_tool_output:"+tools.Run), runDigest),
 		reply("digest-message", compact("compact_historical:"), messageDigest),
 		reply("digest-other", scriptllm.Match{SystemContains: "You compact one item"}, otherDigest),
 		// Anything else (the advisor is off) gets a plain answer rather

@@ -1,6 +1,8 @@
-// Package demo owns what `ralph demo` needs besides the mesh: a two-task
-// PRD, a scripted model that works through it (with one rejection by the
-// critic on the way), and a fresh git workspace.
+// Package demo owns what `ralph demo` needs besides the mesh: a three-task
+// PRD, a scripted model that works through it (the critic rejects the
+// second task once; in the third the builder loops until the stuck detector
+// notices and the pruner unsticks it), and a fresh git workspace, on whose
+// branch ralph/ralph-mesh-demo the session commits each approved task.
 package demo
 
 import (
@@ -45,16 +47,17 @@ const changes = `# Changes
 * An empty PRD is refused with a message naming the file.
 `
 
-// Workspace creates a temporary git repository with a README and a
-// changelog.
-func Workspace() (string, error) {
-	dir, err := os.MkdirTemp("", "ralph-demo-")
-	if err != nil {
-		return "", fmt.Errorf("demo workspace: %w", err)
+// Workspace makes dir (which must not exist yet) a git repository with a
+// README and a changelog, committed: a session needs a clean repository to
+// commit to. Without git on the machine the files are there but not
+// committed (and `ralph demo` refuses the workspace, saying why).
+func Workspace(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("demo workspace: %w", err)
 	}
 	for name, content := range map[string]string{"README.md": "# demo workspace\n\nCreated by `ralph demo`.\n", "CHANGES.md": changes} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return "", fmt.Errorf("demo workspace: %w", err)
+			return fmt.Errorf("demo workspace: %w", err)
 		}
 	}
 	if _, err := exec.LookPath("git"); err == nil {
@@ -66,9 +69,9 @@ func Workspace() (string, error) {
 			cmd := exec.Command("git", args...)
 			cmd.Dir = dir
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return "", fmt.Errorf("demo workspace: git %v: %v: %s", args, err, out)
+				return fmt.Errorf("demo workspace: git %v: %v: %s", args, err, out)
 			}
 		}
 	}
-	return dir, nil
+	return nil
 }

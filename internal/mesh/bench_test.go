@@ -1,7 +1,10 @@
 package mesh_test
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -58,4 +61,47 @@ rules:
 	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50-step-ms")
 	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-step-ms")
 	b.ReportMetric(float64(len(steps)), "steps")
+}
+
+// BenchmarkAPIEvents reads a session of 5,000 stored events through the
+// console's server-sent event stream (what the web page does) and reports
+// events/s; the target is at least 5,000.
+func BenchmarkAPIEvents(b *testing.B) {
+	const n = 5000
+	h := newHarness(b, parseScript(b, "rules: [{reply: {content: done}}]"))
+	srv, m := apiServer(b, h)
+	ctx := context.Background()
+	for step := 1; step <= n; step++ {
+		env := events.Must(events.IterationCompleted, "sse-bench", "T1", step, time.Now(), events.IterationRecord{Iteration: step}).For("web")
+		if step == 1 {
+			env = events.Must(events.SessionStarted, "sse-bench", "", 0, time.Now(), events.SessionStartedData{
+				PRD: parsePRD(b, "tasks: [{id: T1, title: t, acceptance_criteria: [c]}]"), Workspace: "/ws"}).For("web")
+		}
+		if err := m.Bus.Publish(ctx, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/sessions/sse-bench/events", nil)
+		req.Header.Set("Authorization", "Bearer "+webToken)
+		rctx, cancel := context.WithCancel(ctx)
+		resp, err := srv.Client().Do(req.WithContext(rctx))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		for seen := 0; seen < n; {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				b.Fatalf("after %d events: %v", seen, err)
+			}
+			if strings.HasPrefix(line, "data: ") {
+				seen++
+			}
+		}
+		cancel()
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -14,19 +14,37 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/demo"
+	"github.com/ralphmesh/ralph/internal/meshtest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
 // The demo PRD through builder -> stuckdetector -> critic -> pruner: T1 is
 // approved at once, T2 is rejected once (no usage comment) and approved
-// after the fix, T3 loops, is pruned and then done.
+// after the fix, T3 loops, is nudged on weak evidence, loops on, is pruned
+// on strong evidence and then done.
 func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
+	demoSession(t, "")
+}
+
+// The same session with a real three-master Redis Cluster as the store:
+// every script and transaction of every service stays in one session's
+// slot, and the compaction cache's global keys are never mixed with them.
+func TestDemoSessionOnRedisCluster(t *testing.T) {
+	demoSession(t, meshtest.RedisCluster(t))
+}
+
+// demoSession runs the demo session on the test NATS and on the Redis of
+// redisURL ("" for the test Redis) and checks its whole course.
+func demoSession(t *testing.T, redisURL string) {
 	script, err := demo.Script()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := newHarness(t, script)
+	if redisURL != "" {
+		h.cfg.Redis.URL = redisURL
+	}
 	h.cfg.Builder.Model, h.cfg.Critic.Model, h.cfg.Pruner.Model = demo.BuilderModel, demo.CriticModel, demo.PrunerModel
 	m := h.mesh()
 	h.run(m, "builder", "critic", "stuckdetector", "pruner")
@@ -34,11 +52,10 @@ func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := demo.Workspace()
-	if err != nil {
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := demo.Workspace(ws); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
 	h.start(m, "e2e-two-tasks", p, ws)
 	got := h.wait(m, "e2e-two-tasks")
 
@@ -69,8 +86,8 @@ func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	if want := []string{"T1:approved", "T2:rejected", "T2:approved", "T3:approved"}; !slices.Equal(verdicts, want) {
 		t.Fatalf("verdicts %v, want %v", verdicts, want)
 	}
-	if completed != 15 || analyzed != completed {
-		t.Fatalf("%d iterations completed, %d analyzed; want 15 each", completed, analyzed)
+	if completed != 16 || analyzed != completed {
+		t.Fatalf("%d iterations completed, %d analyzed; want 16 each", completed, analyzed)
 	}
 	if pr := eventsOf[events.PruneCompletedData](t, got, events.PruneCompleted); len(pr) != 1 || pr[0].TaskID != "T3" || pr[0].Fallback {
 		t.Fatalf("prunes %+v, want T3 pruned once with the pruner model", pr)
@@ -102,7 +119,7 @@ func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if usage["builder:calls"] != 15 || usage["critic:calls"] != 4 || usage["pruner:calls"] != 1 {
+	if usage["builder:calls"] != 16 || usage["critic:calls"] != 4 || usage["pruner:calls"] != 1 {
 		t.Fatalf("usage by role: %v", usage)
 	}
 	// The same mesh exports what it did as Prometheus metrics.
@@ -119,11 +136,12 @@ func TestDemoSessionWithRejectionAndPrune(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`ralph_events_handled_total{outcome="ack",service="builder",type="iteration.requested"} 15`,
+		`ralph_events_handled_total{outcome="ack",service="builder",type="iteration.requested"} 16`,
 		`ralph_events_handled_total{outcome="ack",service="critic",type="critique.requested"} 4`,
 		`ralph_events_handled_total{outcome="ack",service="pruner",type="prune.requested"} 1`,
 		`ralph_llm_calls_total{role="critic"} 4`,
 		`ralph_tool_calls_total{outcome="ok",tool="write_file"} 3`,
+		`ralph_stuck_signals_total{action="nudge",pattern="repetitive_output"} 1`,
 		`ralph_stuck_signals_total{action="prune_context",pattern="repetitive_output"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/mesh"
-	"github.com/ralphmesh/ralph/internal/meshtest"
+	"github.com/ralphmesh/ralph/internal/meshtest/meshconfig"
 	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
@@ -27,7 +27,7 @@ type harness struct {
 
 func newHarness(t testing.TB, script scriptllm.Script) *harness {
 	t.Helper()
-	cfg := meshtest.Config(t)
+	cfg := meshconfig.New(t)
 	srv := scriptllm.New(script)
 	url, err := srv.Start()
 	if err != nil {
@@ -143,4 +143,16 @@ func parsePRD(t testing.TB, yaml string) prd.PRD {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

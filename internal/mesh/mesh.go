@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,17 +21,22 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/ralphmesh/ralph/internal/control"
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/health"
 	"github.com/ralphmesh/ralph/pkg/llm"
 	"github.com/ralphmesh/ralph/pkg/metrics"
+	"github.com/ralphmesh/ralph/pkg/sandbox"
+	"github.com/ralphmesh/ralph/pkg/sessionindex"
 	"github.com/ralphmesh/ralph/pkg/store"
+	"github.com/ralphmesh/ralph/pkg/teams"
 	"github.com/ralphmesh/ralph/pkg/tokens"
-	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/services/builder"
 	"github.com/ralphmesh/ralph/services/console"
+	"github.com/ralphmesh/ralph/services/console/web"
 	"github.com/ralphmesh/ralph/services/critic"
 	"github.com/ralphmesh/ralph/services/decomposer"
 	"github.com/ralphmesh/ralph/services/pruner"
@@ -50,17 +57,27 @@ type Options struct {
 	RandomPorts bool
 	// Console is where the console service prints.
 	Console io.Writer
-	// BusOnly connects to NATS only (replay needs no Redis).
+	// BusOnly connects to NATS only (replay and the console need no Redis).
 	BusOnly bool
+	// Ready, when set, is called once a service's consumers are consuming.
+	Ready func(service string)
+	// ConsoleURL, when set, is told where the console serves its HTTP API
+	// once it listens.
+	ConsoleURL func(url string)
 }
 
 // Mesh is a connection to the bus and the store, plus any embedded servers.
 type Mesh struct {
-	Config   config.Config
-	Log      *zap.Logger
-	Bus      *bus.Bus
-	Store    *store.Store
-	Metrics  *metrics.Metrics
+	Config config.Config
+	Log    *zap.Logger
+	Bus    *bus.Bus
+	Store  *store.Store
+	// Index is the session index (a KV bucket next to the stream).
+	Index   *sessionindex.Index
+	Metrics *metrics.Metrics
+	// Health is the process's /healthz and /readyz: the connections'
+	// checks, and each service run by RunServices.
+	Health   *health.Health
 	NATSURL  string
 	RedisURL string
 
@@ -68,16 +85,20 @@ type Mesh struct {
 	natsSrv  *server.Server
 	storeDir string
 	redisSrv *miniredis.Miniredis
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	tokens   *tokens.Counter
 	tokOnce  sync.Once
 	tokErr   error
+	sandbox  *sandbox.Sandbox
+	sbOnce   sync.Once
+	sbErr    error
+	flight   flight
 }
 
 // Start connects to NATS and Redis (embedding them when allowed and not
 // configured) and bootstraps the streams.
 func Start(ctx context.Context, cfg config.Config, log *zap.Logger, o Options) (*Mesh, error) {
-	m := &Mesh{Config: cfg, Log: log, opts: o, NATSURL: cfg.NATS.URL, RedisURL: cfg.Redis.URL, Metrics: metrics.New()}
+	m := &Mesh{Config: cfg, Log: log, opts: o, NATSURL: cfg.NATS.URL, RedisURL: cfg.Redis.URL, Metrics: metrics.New(), Health: health.New(0)}
 	if err := m.start(ctx); err != nil {
 		m.Close()
 		return nil, err
@@ -99,18 +120,12 @@ func (m *Mesh) start(ctx context.Context) error {
 		if !m.opts.Embed {
 			return errors.New("RALPH_REDIS_URL is not set")
 		}
-		addr := cfg.Up.RedisAddr
-		if m.opts.RandomPorts {
-			addr = "127.0.0.1:0"
+		if err := m.embedRedis(); err != nil {
+			return err
 		}
-		m.redisSrv = miniredis.NewMiniRedis()
-		if err := m.redisSrv.StartAddr(addr); err != nil {
-			return fmt.Errorf("embedded redis on %s: %w", addr, err)
-		}
-		m.RedisURL = "redis://" + m.redisSrv.Addr()
 	}
 	nc, err := bus.Connect(bus.ConnectOptions{
-		URL: m.NATSURL, Name: "ralph", User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		URL: m.NATSURL, Name: "ralph", InboxPrefix: TeamInbox(cfg.Team), User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
 		CredsFile: cfg.NATS.Creds, NKeyFile: cfg.NATS.Nkey, TLSCert: cfg.NATS.TLSCert, TLSKey: cfg.NATS.TLSKey, TLSCA: cfg.NATS.CAFile,
 	}, m.Log)
 	if err != nil {
@@ -120,46 +135,30 @@ func (m *Mesh) start(ctx context.Context) error {
 		nc.Close()
 		return err
 	}
-	if err := m.Bus.Bootstrap(ctx, bus.StreamConfig{MaxAge: cfg.Stream.MaxAge, Replicas: cfg.Stream.Replicas}); err != nil {
+	m.watchNATS(nc)
+	if err := m.Bus.Bootstrap(ctx, cfg.Stream.StreamConfig); err != nil {
+		return err
+	}
+	if err := sessionindex.Bootstrap(ctx, m.Bus.JetStream(), cfg.Prefix, sessionindex.Config{TTL: cfg.Stream.MaxAge, Replicas: cfg.Stream.Replicas}); err != nil {
+		return err
+	}
+	if m.Index, err = sessionindex.Open(ctx, m.Bus.JetStream(), cfg.Prefix); err != nil {
 		return err
 	}
 	if m.opts.BusOnly {
 		return nil
 	}
-	if m.rdb, err = store.Connect(ctx, m.RedisURL); err != nil {
+	store.LogRedisTo(m.Log)
+	ep, err := store.ParseURL(m.RedisURL)
+	if err != nil {
+		return fmt.Errorf("RALPH_REDIS_URL: %w", err)
+	}
+	ep.SentinelPassword = cfg.Redis.SentinelPassword
+	if m.rdb, err = ep.Connect(ctx); err != nil {
 		return err
 	}
+	m.watchRedis()
 	m.Store = store.New(m.rdb, cfg.Prefix, cfg.Redis.TTL)
-	return nil
-}
-
-func (m *Mesh) embedNATS() error {
-	dir := m.Config.Up.StoreDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "ralph-jetstream-")
-		if err != nil {
-			return fmt.Errorf("embedded nats: %w", err)
-		}
-		dir, m.storeDir = d, d
-	}
-	port := m.Config.Up.NATSPort
-	if m.opts.RandomPorts {
-		port = server.RANDOM_PORT
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: "ralph-embedded", Host: "127.0.0.1", Port: port,
-		JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-	})
-	if err != nil {
-		return fmt.Errorf("embedded nats: %w", err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return fmt.Errorf("embedded nats on port %d did not start (is the port in use?)", port)
-	}
-	m.natsSrv = srv
-	m.NATSURL = srv.ClientURL()
 	return nil
 }
 
@@ -191,19 +190,61 @@ type Runner interface {
 	Run(ctx context.Context) error
 }
 
-func (m *Mesh) runOptions() bus.RunOptions {
-	s := m.Config.Stream
-	return bus.RunOptions{AckWait: s.AckWait, MaxDeliver: s.MaxDeliver, Concurrency: s.Concurrency, DrainTimeout: s.DrainTimeout, Observer: m.Metrics}
+// runOptions are service's consumer settings, with the metrics observer,
+// the in-flight count, the readiness hook, and the activity hook: a stage at
+// work on an event is a sign of life of its session, which the builder's
+// watchdog reads.
+func (m *Mesh) runOptions(service string) bus.RunOptions {
+	o := m.Config.Stream.RunOptions
+	o.Observer = observer{m.Metrics, &m.flight}
+	o.Middlewares = append(slices.Clone(o.Middlewares), m.flight.hold)
+	o.Ready = func() { m.ready(service) }
+	if st := m.Store; st != nil {
+		o.Working = func(ctx context.Context, env events.Envelope) {
+			if err := st.TouchActive(ctx, env.Session, time.Now()); err != nil {
+				m.Log.Debug("activity not recorded", zap.String("session", env.Session), zap.Error(err))
+			}
+		}
+	}
+	return o
+}
+
+// ready marks service bound: its consumer exists and is consuming.
+func (m *Mesh) ready(service string) {
+	m.Health.Bound(service)
+	if m.opts.Ready != nil {
+		m.opts.Ready(service)
+	}
 }
 
 func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
-	base, key, model := m.Config.Endpoint(r)
-	if base == "" {
+	ep := m.Config.LLM.Endpoint(r)
+	if ep.BaseURL == "" {
 		return nil, fmt.Errorf("the %s model has no endpoint: set RALPH_LLM_BASE_URL (or OPENAI_BASE_URL, or RALPH_%s_BASE_URL)",
 			role, strings.ToUpper(string(role)))
 	}
-	return llm.New(role, llm.Endpoint{BaseURL: base, APIKey: key, Model: model,
-		Timeout: m.Config.LLM.Timeout, MaxRetries: m.Config.LLM.MaxRetries}, usageRecorder{m.Store, m.Metrics}, m.Log)
+	c, err := llm.New(role, ep, usageRecorder{m.Store, m.Metrics}, m.Log)
+	if err != nil {
+		return nil, err
+	}
+	c.NotifyRetries(m.retryNotice(role))
+	return c, nil
+}
+
+// retryNotice tells the followers of a session that its model call waits
+// to be tried again ("builder: model answered 429; retry 2 of 5 in 8 s"),
+// in the team of the event being handled. The service is the role's.
+func (m *Mesh) retryNotice(role llm.Role) llm.RetryNotifier {
+	return func(ctx context.Context, session string, r llm.Retry) {
+		env, _ := bus.Handling(ctx)
+		if session == "" {
+			session = env.Session
+		}
+		n := bus.Notice{Team: env.TeamOrDefault(), Session: session, Service: string(role), Kind: bus.NoticeRetry, Text: r.String()}
+		if err := m.Bus.Notify(n); err != nil {
+			m.Log.Debug("retry notice not sent", zap.String("session", session), zap.Error(err))
+		}
+	}
 }
 
 // Tokens is the shared token counter (loading it takes a moment, so it is
@@ -213,12 +254,52 @@ func (m *Mesh) Tokens() (*tokens.Counter, error) {
 	return m.tokens, m.tokErr
 }
 
-// Service builds one service by name.
+// probeTimeout bounds the sandbox probe, which runs `true`.
+const probeTimeout = 30 * time.Second
+
+// Sandbox is the sandbox the builder's and the critic's commands run in,
+// from RALPH_SANDBOX_* and the secret files the configuration names. It is
+// built and probed once per process: when it does not work, neither
+// service can be built, so no command of `up`, `service`, `run` or `demo`
+// starts them; RALPH_SANDBOX_MODE=none is warned about, once.
+func (m *Mesh) Sandbox() (*sandbox.Sandbox, error) {
+	m.sbOnce.Do(func() { m.sandbox, m.sbErr = m.newSandbox() })
+	return m.sandbox, m.sbErr
+}
+
+func (m *Mesh) newSandbox() (*sandbox.Sandbox, error) {
+	c := m.Config.Sandbox
+	c.Secrets = m.Config.SecretFiles()
+	sb, err := sandbox.New(c)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		err = sb.Probe(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w; install bubblewrap (apt-get install bubblewrap) and allow it to create namespaces, "+
+			"or set RALPH_SANDBOX_MODE=none to run the agent's commands unconfined, where they can read this process's secrets", err)
+	}
+	if !sb.Confined() {
+		m.Log.Warn("RALPH_SANDBOX_MODE=none: the agent's commands run UNCONFINED: they can read this process's environment " +
+			"and files (API keys, NATS and Redis credentials), write anywhere this user may, and leave processes running")
+		return sb, nil
+	}
+	m.Log.Info("agent commands run in a sandbox", zap.String("sandbox", sb.Describe()))
+	return sb, nil
+}
+
+// Service builds one service by name from its own Config, as loaded; only
+// the values one service takes from another's settings are copied here.
 func (m *Mesh) Service(name string) (Runner, error) {
 	cfg := m.Config
 	log := m.Log.With(zap.String("service", name))
 	switch name {
 	case builder.Name:
+		sb, err := m.Sandbox()
+		if err != nil {
+			return nil, err
+		}
 		model, err := m.model(llm.RoleBuilder, cfg.Builder.Role)
 		if err != nil {
 			return nil, err
@@ -227,31 +308,42 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		return builder.New(builder.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log, Metrics: m.Metrics,
-			Config: builder.Config{
-				Limits: events.Limits{MaxTurnsPerTask: cfg.Builder.MaxTurnsPerTask, MaxIterations: cfg.Builder.MaxIterations, MaxTotalTokens: cfg.Builder.MaxTotalTokens,
-					MaxDecomposeDepth: cfg.Decomposer.MaxDepth, MaxSubtasks: cfg.Decomposer.MaxSubtasks,
-					ContextWindow: cfg.Builder.ContextWindow, CompactAt: cfg.CompactAt()},
-				Tools:             tools.Options{ShellTimeout: cfg.Builder.ShellTimeout, OutputCap: cfg.Builder.OutputCap},
-				InlineOutputBytes: cfg.Builder.InlineOutputBytes, MaxTokens: cfg.Builder.MaxTokens, Run: m.runOptions(),
-			}}), nil
+		c := cfg.Builder.Config
+		c.MaxDecomposeDepth, c.MaxSubtasks, c.CompactAt = cfg.Decomposer.MaxDepth, cfg.Decomposer.MaxSubtasks, cfg.CompactAt()
+		c.Run, c.Git, c.Memory = m.runOptions(name), cfg.Git, cfg.Memory
+		d := builder.Deps{Bus: m.contractBus(name), Store: m.Store, Model: model, Tokens: tok, Log: log, Metrics: m.Metrics, Config: c,
+			Sandbox: sb, Index: m.Index}
+		limits, err := cfg.Teams.Limits()
+		if err != nil {
+			return nil, err
+		}
+		if limits.Any() {
+			d.Teams = teams.Guard{Limits: limits, Counter: m.Store, Sessions: m.Index}
+		}
+		return builder.New(d), nil
 	case critic.Name:
+		sb, err := m.Sandbox()
+		if err != nil {
+			return nil, err
+		}
 		model, err := m.model(llm.RoleCritic, cfg.Critic.Role)
 		if err != nil {
 			return nil, err
 		}
-		return critic.New(critic.Deps{Bus: m.Bus, Model: model, Log: log,
-			Config: critic.Config{VerifyTimeout: cfg.Critic.VerifyTimeout, Run: m.runOptions()}}), nil
+		c := cfg.Critic.Config
+		c.Run, c.Git = m.runOptions(name), cfg.Git
+		return critic.New(critic.Deps{Bus: m.contractBus(name), Store: m.Store, Model: model, Log: log, Config: c, Sandbox: sb}), nil
 	case stuckdetector.Name:
-		return stuckdetector.New(stuckdetector.Deps{Bus: m.Bus, Store: m.Store, Log: log, Run: m.runOptions(), Metrics: m.Metrics,
+		return stuckdetector.New(stuckdetector.Deps{Bus: m.contractBus(name), Store: m.Store, Log: log, Run: m.runOptions(name), Metrics: m.Metrics,
 			Config: StuckConfig(cfg)}), nil
 	case decomposer.Name:
 		model, err := m.model(llm.RoleDecomposer, cfg.Decomposer.Role)
 		if err != nil {
 			return nil, err
 		}
-		return decomposer.New(decomposer.Deps{Bus: m.Bus, Model: model, Log: log,
-			Config: decomposer.Config{MaxSubtasks: cfg.Decomposer.MaxSubtasks, Run: m.runOptions()}}), nil
+		c := cfg.Decomposer.Config
+		c.Run = m.runOptions(name)
+		return decomposer.New(decomposer.Deps{Bus: m.contractBus(name), Store: m.Store, Model: model, Log: log, Config: c}), nil
 	case pruner.Name:
 		model, err := m.model(llm.RolePruner, cfg.Pruner.Role)
 		if err != nil {
@@ -261,9 +353,9 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		return pruner.New(pruner.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
-			Config: pruner.Config{MaxPrunedTokens: cfg.Pruner.MaxPrunedTokens, ChunkTokens: cfg.Pruner.ChunkTokens,
-				NoteTokens: cfg.Pruner.NoteTokens, LimitTokens: cfg.Builder.ContextWindow, Run: m.runOptions()}}), nil
+		c := cfg.Pruner.Config
+		c.LimitTokens, c.Run = cfg.Builder.ContextWindow, m.runOptions(name)
+		return pruner.New(pruner.Deps{Bus: m.contractBus(name), Store: m.Store, Model: model, Tokens: tok, Log: log, Config: c}), nil
 	case summarizer.Name:
 		model, err := m.model(llm.RoleSummarizer, cfg.Summarizer)
 		if err != nil {
@@ -277,43 +369,90 @@ func (m *Mesh) Service(name string) (Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		return summarizer.New(summarizer.Deps{Bus: m.Bus, Store: m.Store, Model: model, Tokens: tok, Log: log,
-			Config: summarizer.Config{Options: opts, SummaryPrompt: cfg.Compaction.SummaryPrompt, MaxSummaryTokens: cfg.Compaction.MaxSummaryTokens, CacheTTL: cfg.Compaction.CacheTTL,
-				Advisor: cfg.Compaction.Advisor, Run: m.runOptions()}}), nil
+		c := cfg.Compaction
+		c.Options, c.Memory, c.Run = opts, cfg.Memory, m.runOptions(name)
+		return summarizer.New(summarizer.Deps{Bus: m.contractBus(name), Store: m.Store, Model: model, Tokens: tok, Log: log, Config: c}), nil
 	case console.Name:
 		out := m.opts.Console
 		if out == nil {
 			out = os.Stdout
 		}
-		return console.New(console.Deps{Bus: m.Bus, Out: out}), nil
+		api, err := m.API()
+		if err != nil {
+			return nil, err
+		}
+		return console.New(console.Deps{Bus: m.contractBus(name), Out: out, API: api, Config: cfg.Console, Bound: m.opts.ConsoleURL, Log: log}), nil
 	}
 	return nil, fmt.Errorf("unknown service %q (have: %s)", name, strings.Join(Services, ", "))
 }
 
-// StuckConfig is the stuck detector's configuration.
-func StuckConfig(cfg config.Config) stuckdetector.Config {
-	s := cfg.Stuck
-	return stuckdetector.Config{Window: s.Window, RepeatThreshold: s.RepeatThreshold, SimilarityThreshold: s.SimilarityThreshold,
-		NoProgressSpan: s.NoProgressSpan, AlternatingSteps: s.AlternatingSteps, MonologueTurns: s.MonologueTurns,
-		MonologueNovelty: s.MonologueNovelty, ChantRepeats: s.ChantRepeats, ChantMinWords: s.ChantMinWords,
-		CompactionRepeats: s.CompactionRepeats}
+// API is the console's HTTP API on this mesh: the tokens of
+// RALPH_API_TOKENS_FILE, the team limits, and the PRD bounds and model
+// window a session is checked against, as the CLI checks them.
+func (m *Mesh) API() (http.Handler, error) {
+	cfg := m.Config
+	var tok teams.Tokens
+	if cfg.API.TokensFile != "" {
+		var err error
+		if tok, err = teams.LoadTokens(cfg.API.TokensFile); err != nil {
+			return nil, fmt.Errorf("RALPH_API_TOKENS_FILE: %w", err)
+		}
+	}
+	limits, err := cfg.Teams.Limits()
+	if err != nil {
+		return nil, fmt.Errorf("RALPH_TEAMS_LIMITS_FILE: %w", err)
+	}
+	ctl := &control.Control{Bus: m.contractBus(console.Name).Bus, Index: m.Index, Limits: limits}
+	prepare := func(team string, r console.StartRequest) (events.Envelope, error) {
+		p, err := cfg.PRD.Read("prd", []byte(r.PRD), r.Format)
+		if err != nil {
+			return events.Envelope{}, &control.Error{Kind: control.BadInput, Err: err}
+		}
+		counter, err := m.Tokens()
+		if err != nil {
+			return events.Envelope{}, err
+		}
+		return control.Prepare(control.Request{Team: team, PRD: p, Source: "prd", Workspace: r.Workspace, Session: r.Session},
+			control.Fit{Measure: builder.Measurer(counter, cfg.Builder.MaxTokens).WithMemory(builder.MemoryRoom(counter, cfg.Memory)), Defaults: cfg.Builder.Config.Limits()}, time.Now())
+	}
+	prices, err := web.ParsePrices(cfg.Console.Prices)
+	if err != nil {
+		return nil, fmt.Errorf("RALPH_CONSOLE_PRICES: %w", err)
+	}
+	return console.NewAPI(console.APIDeps{Sessions: ctl, Prepare: prepare, Bus: m.Bus, Tokens: tok, Web: web.Handler(web.WithPrices(prices)),
+		KeepAlive: cfg.Console.KeepAlive, MaxBody: 2*int64(cfg.PRD.MaxBytes) + 64<<10, Log: m.Log.With(zap.String("service", console.Name))}), nil
 }
 
-// CompactionOptions are the planner's options from the configuration: the
-// knobs `ralph config` shows, the rest at the planner's defaults.
-func CompactionOptions(cfg config.Config) (compaction.Options, error) {
-	o := compaction.DefaultOptions()
-	c := cfg.Compaction
-	if c.Mode != "off" {
-		o.Mode = compaction.Mode(c.Mode)
+// NeedsRedis reports whether service keeps state (or LLM usage) in Redis;
+// the console only reads the bus.
+func NeedsRedis(service string) bool { return service != console.Name }
+
+// MetricsPort is the port /metrics is served on when RALPH_METRICS_ADDR
+// names no port: `ralph up` (service "") takes 9464, and each service run
+// on its own takes its own, so that several on one host do not collide.
+func MetricsPort(service string) int {
+	const base = 9464
+	for i, n := range Services {
+		if n == service {
+			return base + i
+		}
 	}
-	o.PressureRatio, o.CriticalRatio, o.TargetRatio = c.PressureRatio, c.CriticalRatio, c.TargetRatio
-	o.RecentTurns, o.MaxCallsPerIteration, o.MinGainTokens = c.RecentTurns, c.MaxCallsPerIteration, c.MinGainTokens
-	o.CooldownIterations, o.AdvisorTimeout = c.CooldownIterations, c.AdvisorTimeout
-	o.AdvisorEpsilon, o.AdvisorTopK, o.OvershootLimit = c.AdvisorEpsilon, c.AdvisorTopK, c.OvershootLimit
-	o.MinFeasibleRatio, o.MaxUsefulRatio, o.MinTargetShare = c.MinFeasibleRatio, c.MaxUsefulRatio, c.MinTargetShare
-	o.MaxOutputTokens, o.PointerTokens, o.CheckpointOverheadTokens = c.MaxOutputTokens, c.PointerTokens, c.CheckpointOverhead
-	o.Model, o.PromptVersion = cfg.Summarizer.Model, summarizer.PromptVersion(c.SummaryPrompt)
+	return base
+}
+
+// StuckConfig is the stuck detector's configuration.
+func StuckConfig(cfg config.Config) stuckdetector.Config { return cfg.Stuck }
+
+// CompactionOptions are the planner's options from the configuration, with
+// the compactor's model and prompt version for cache keys. With compaction
+// off the builder never asks; should the summarizer be asked anyway, it
+// plans in the default mode.
+func CompactionOptions(cfg config.Config) (compaction.Options, error) {
+	o := cfg.Compaction.Options
+	if o.Mode == compaction.ModeOff {
+		o.Mode = compaction.DefaultOptions().Mode
+	}
+	o.Model, o.PromptVersion = cfg.Summarizer.Model, summarizer.PromptVersion(cfg.Compaction.SummaryPrompt)
 	if err := o.Validate(); err != nil {
 		return o, fmt.Errorf("RALPH_COMPACTION_*: %w", err)
 	}
@@ -321,35 +460,89 @@ func CompactionOptions(cfg config.Config) (compaction.Options, error) {
 }
 
 // RunServices builds and runs the named services until ctx ends; the first
-// one that fails stops the others.
+// one that fails stops the others. It tells Health where each is, watches
+// the backlog of each one's consumer, and logs "service stopping" when the
+// stop begins and "service stopped" when every service has drained, each
+// with the reason and the events in hand.
 func (m *Mesh) RunServices(ctx context.Context, names ...string) error {
 	runners := make([]Runner, 0, len(names))
+	var consumers []string
 	for _, n := range names {
 		r, err := m.Service(n)
 		if err != nil {
 			return err
 		}
 		runners = append(runners, r)
+		if HasConsumer(n) {
+			consumers = append(consumers, bus.ConsumerName(n))
+		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	m.Metrics.WatchBacklog(m.backlog, consumers...)
+	log := m.Log.With(zap.Strings("services", names))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	errs := make(chan error, len(runners))
+	for _, n := range names {
+		unregister, err := m.register(n)
+		if err != nil {
+			// Discovery is for operators; the service works without it.
+			m.Log.Warn("not registered with the NATS service API", zap.String("service", n), zap.Error(err))
+			continue
+		}
+		defer unregister()
+	}
 	for i, r := range runners {
+		m.Health.Starting(names[i])
 		go func() {
+			if !HasConsumer(names[i]) {
+				// Nothing to bind: it follows the stream as it runs.
+				m.ready(names[i])
+			}
 			err := r.Run(ctx)
+			cause := fmt.Errorf("service %s ended", names[i])
 			if err != nil {
 				err = fmt.Errorf("service %s: %w", names[i], err)
+				cause = err
 			}
+			// The cause is set before the error is sent, so that the stop
+			// has its reason when the last service is counted.
+			cancel(cause)
+			m.Health.Ended(names[i], err)
 			errs <- err
-			cancel()
 		}()
 	}
 	var first error
-	for range runners {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	var reason error
+	var inHand int64
+	var began time.Time
+	interrupted := m.flight.interrupted.Load()
+	stop := func() {
+		reason, inHand, began = context.Cause(ctx), m.flight.inFlight.Load(), time.Now()
+		m.Health.Stopping(reason)
+		log.Info("service stopping", zap.String("reason", reason.Error()), zap.Int64("in_flight", inHand))
+	}
+	done := ctx.Done()
+	for left := len(runners); left > 0; {
+		select {
+		case err := <-errs:
+			left--
+			if err != nil && first == nil {
+				first = err
+			}
+		case <-done:
+			stop()
+			done = nil
 		}
 	}
+	if done != nil {
+		stop()
+	}
+	fields := []zap.Field{zap.String("reason", reason.Error()), zap.Int64("in_flight", inHand),
+		zap.Int64("interrupted", m.flight.interrupted.Load()-interrupted), zap.Duration("drained_in", time.Since(began))}
+	if first != nil {
+		fields = append(fields, zap.Error(first))
+	}
+	log.Info("service stopped", fields...)
 	return first
 }
 

@@ -1,7 +1,8 @@
 // Package meshtest owns the test environment: a real NATS JetStream server
 // (embedded from the nats-server module, or the external one named by
 // RALPH_TEST_NATS_URL) and a real Redis (RALPH_TEST_REDIS_URL, default
-// 127.0.0.1:6379), with a fresh subject prefix per test so tests never see
+// 127.0.0.1:6379; or a Redis Cluster or Sentinel started by RedisCluster and
+// RedisSentinel), with a fresh subject prefix per test so tests never see
 // each other's streams or keys.
 package meshtest
 
@@ -19,8 +20,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ralphmesh/ralph/pkg/config"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/sessionindex"
+	"github.com/ralphmesh/ralph/pkg/settings"
+	"github.com/ralphmesh/ralph/pkg/store"
 )
 
 var (
@@ -62,25 +65,50 @@ func NATSURL(t testing.TB) string {
 }
 
 // RedisURL is the Redis tests use; the test fails with a hint when it is
-// not reachable (scripts/test.sh starts one).
+// not reachable (scripts/test.sh starts one). Any URL store.ParseURL reads
+// will do, a Redis Cluster's or Sentinel's too: the store's suite runs on
+// each (pkg/store's TestSuiteOn*).
 func RedisURL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv("RALPH_TEST_REDIS_URL")
 	if u == "" {
 		u = "redis://127.0.0.1:6379/0"
 	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("RALPH_TEST_REDIS_URL %q: %v", u, err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s is not reachable (%v); run the tests with `bash scripts/test.sh`, which starts one", u, err)
+	rdb, err := store.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("Redis at RALPH_TEST_REDIS_URL=%s is not reachable (%v); run the tests with `bash scripts/test.sh`, which starts one", settings.MaskURL(u), err)
 	}
+	_ = rdb.Close()
 	return u
+}
+
+// Keys lists the keys matching pattern: SCAN on one server, on every master
+// of a Redis Cluster (a cluster client's SCAN asks one node only).
+func Keys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	scan := func(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+		var keys []string
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return keys, iter.Err()
+	}
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return scan(ctx, rdb)
+	}
+	var mu sync.Mutex
+	var keys []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		k, err := scan(ctx, c)
+		mu.Lock()
+		keys = append(keys, k...)
+		mu.Unlock()
+		return err
+	})
+	return keys, err
 }
 
 // Prefix is a fresh subject prefix / key namespace; its streams and keys are
@@ -98,35 +126,17 @@ func Prefix(t testing.TB) string {
 			if js, err := jetstream.New(nc); err == nil {
 				_ = js.DeleteStream(ctx, events.StreamName(p))
 				_ = js.DeleteStream(ctx, events.DeadLetterStream(p))
+				_ = js.DeleteStream(ctx, sessionindex.Stream(p))
 			}
 			nc.Close()
 		}
-		if opt, err := redis.ParseURL(redisURL); err == nil {
-			rdb := redis.NewClient(opt)
-			iter := rdb.Scan(ctx, 0, p+":*", 1000).Iterator()
-			for iter.Next(ctx) {
-				rdb.Del(ctx, iter.Val())
+		if rdb, err := store.Connect(ctx, redisURL); err == nil {
+			keys, _ := Keys(ctx, rdb, p+":*")
+			for _, k := range keys {
+				rdb.Del(ctx, k)
 			}
-			rdb.Close()
+			_ = rdb.Close()
 		}
 	})
 	return p
-}
-
-// Config is a configuration for the test environment with a fresh prefix
-// and short timings, so redelivery tests do not wait 30 s.
-func Config(t testing.TB) config.Config {
-	t.Helper()
-	cfg, err := config.Defaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Prefix = Prefix(t)
-	cfg.NATS.URL = NATSURL(t)
-	cfg.Redis.URL = RedisURL(t)
-	cfg.Stream.AckWait = 3 * time.Second
-	cfg.Stream.DrainTimeout = 5 * time.Second
-	cfg.LLM.Timeout = 20 * time.Second
-	cfg.LLM.MaxRetries = 2
-	return cfg
 }

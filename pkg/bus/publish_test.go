@@ -2,10 +2,14 @@ package bus_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
 )
 
@@ -15,7 +19,7 @@ func TestPublishStoresEnvelopeOnItsSubject(t *testing.T) {
 	env := iteration("s1", 3)
 	b.publish(t, env)
 
-	subj := events.Subject(b.prefix, "s1", events.IterationCompleted)
+	subj := events.Subject(b.prefix, events.DefaultTeam, "s1", events.IterationCompleted)
 	msg, err := b.stream(t, events.StreamName(b.prefix)).GetLastMsgForSubject(ctxT(t), subj)
 	if err != nil {
 		t.Fatalf("no message on %s: %v", subj, err)
@@ -93,5 +97,48 @@ func TestPublishRefusesInvalidEnvelope(t *testing.T) {
 	}
 	if n := b.sessionMsgs(t); n != 0 {
 		t.Fatalf("invalid envelopes reached the stream: it holds %d messages", n)
+	}
+}
+
+// An event over the server's max payload is refused before it is sent,
+// with a permanent error that names it, so the runner gives up on the step
+// at once instead of retrying a publish that can never succeed.
+func TestPublishRefusesAnEventOverTheMaxPayload(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	limit := b.MaxPayload()
+	if limit <= 0 {
+		t.Fatalf("max payload %d", limit)
+	}
+	rec := events.IterationRecord{Iteration: 1, AssistantText: strings.Repeat("x", int(limit))}
+	big := events.Must(events.IterationCompleted, "s1", "T1", 1, time.Now(), rec)
+	err := b.Publish(ctxT(t), big)
+	if err == nil {
+		t.Fatal("an event over the max payload was published")
+	}
+	if !errors.Is(err, bus.ErrTooLarge) || !bus.IsPermanent(err) {
+		t.Fatalf("error %v: want a permanent ErrTooLarge", err)
+	}
+	for _, want := range []string{big.ID, "iteration.completed", fmt.Sprint(limit)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if n := b.sessionMsgs(t); n != 0 {
+		t.Fatalf("the stream holds %d messages", n)
+	}
+
+	// An event just at the limit, headers counted, is published.
+	// One time for both encodings: RFC 3339 drops trailing zeros of the
+	// nanoseconds, so two clock readings can differ in length.
+	at := time.Now()
+	fits := events.Must(events.IterationCompleted, "s1", "T1", 2, at, events.IterationRecord{Iteration: 2})
+	pad := limit - bus.MessageSize(fits.ID, fits.Marshal()) - int64(len(`,"assistant_text":""`))
+	fits = events.Must(events.IterationCompleted, "s1", "T1", 2, at, events.IterationRecord{Iteration: 2, AssistantText: strings.Repeat("y", int(pad))})
+	if size := bus.MessageSize(fits.ID, fits.Marshal()); size != limit {
+		t.Fatalf("test event is %d bytes, want exactly %d", size, limit)
+	}
+	if err := b.Publish(ctxT(t), fits); err != nil {
+		t.Fatalf("an event of exactly the max payload: %v", err)
 	}
 }

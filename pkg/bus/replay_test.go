@@ -143,7 +143,7 @@ func TestReplaySkipsUndecodableEvents(t *testing.T) {
 	b := newBus(t)
 	first := iteration("s1", 1)
 	b.publish(t, first)
-	if _, err := b.JetStream().Publish(ctxT(t), events.Subject(b.prefix, "s1", events.IterationCompleted), []byte("garbage")); err != nil {
+	if _, err := b.JetStream().Publish(ctxT(t), events.Subject(b.prefix, events.DefaultTeam, "s1", events.IterationCompleted), []byte("garbage")); err != nil {
 		t.Fatal(err)
 	}
 	var got []events.Envelope

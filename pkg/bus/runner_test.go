@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralphmesh/ralph/internal/meshtest"
 	"github.com/ralphmesh/ralph/pkg/bus"
@@ -17,40 +20,20 @@ import (
 
 const svc = "svc"
 
-// iterConsumer is the consumer of svc for iteration.completed.
-var iterConsumer = bus.ConsumerName(svc, events.IterationCompleted)
+// iterConsumer is the consumer of svc (for every type it handles).
+var iterConsumer = bus.ConsumerName(svc)
 
 func only(h bus.Handler) map[events.Type]bus.Handler {
 	return map[events.Type]bus.Handler{events.IterationCompleted: h}
 }
 
 func TestConsumerName(t *testing.T) {
-	for _, tc := range []struct {
-		service string
-		typ     events.Type
-		want    string
-	}{
-		{"builder", events.IterationRequested, "builder_iteration_requested"},
-		{"stuck", events.IterationCompleted, "stuck_iteration_completed"},
-		{"orchestrator", events.SessionStarted, "orchestrator_session_started"},
-		{"compactor", events.CompactionRequested, "compactor_compaction_requested"},
-	} {
-		if got := bus.ConsumerName(tc.service, tc.typ); got != tc.want {
-			t.Errorf("ConsumerName(%q, %q) = %q, want %q", tc.service, tc.typ, got, tc.want)
+	for _, service := range []string{"builder", "critic", "stuckdetector", "pruner", "decomposer", "summarizer"} {
+		name := bus.ConsumerName(service)
+		// A durable name may not contain '.', '*', '>' or whitespace.
+		if name != service || strings.ContainsAny(name, ".*> \t") {
+			t.Errorf("ConsumerName(%q) = %q, want the service's name", service, name)
 		}
-	}
-	// A durable name may not contain '.', '*', '>' or whitespace, and
-	// every type of the catalogue must give a distinct name.
-	seen := map[string]events.Type{}
-	for _, typ := range events.AllTypes {
-		name := bus.ConsumerName("svc", typ)
-		if strings.ContainsAny(name, ".*> \t") {
-			t.Errorf("ConsumerName(svc, %s) = %q is not a valid durable name", typ, name)
-		}
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s and %s share the consumer name %q", typ, other, name)
-		}
-		seen[name] = typ
 	}
 }
 
@@ -146,7 +129,7 @@ func TestRunDeadLettersPermanentFailure(t *testing.T) {
 	for h, want := range map[string]string{
 		"Ralph-Service":    svc,
 		"Ralph-Consumer":   iterConsumer,
-		"Ralph-Subject":    events.Subject(b.prefix, "s1", events.IterationCompleted),
+		"Ralph-Subject":    events.Subject(b.prefix, events.DefaultTeam, "s1", events.IterationCompleted),
 		"Ralph-Deliveries": "1",
 	} {
 		if got := dl.Header.Get(h); got != want {
@@ -181,7 +164,7 @@ func TestRunDeadLettersInvalidEnvelope(t *testing.T) {
 		return nil
 	}), bus.RunOptions{AckWait: time.Second})
 
-	subj := events.Subject(b.prefix, "s1", events.IterationCompleted)
+	subj := events.Subject(b.prefix, events.DefaultTeam, "s1", events.IterationCompleted)
 	if err := b.nc.Publish(subj, []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +245,10 @@ func TestRunSurvivesPanickingHandler(t *testing.T) {
 	dl := b.deadLetter(t, iterConsumer)
 	if r := dl.Header.Get("Ralph-Reason"); !strings.Contains(r, "panicked") || !strings.Contains(r, "kaboom") {
 		t.Errorf("Ralph-Reason = %q, want the panic", r)
+	}
+	// The stack says where: the panicking handler is this test's closure.
+	if st := dl.Header.Get("Ralph-Stack"); !strings.Contains(st, "TestRunSurvivesPanickingHandler") || len(st) > 8<<10 {
+		t.Errorf("Ralph-Stack (%d bytes) = %.300q, want the panicking function within 8 KiB", len(st), st)
 	}
 	b.publish(t, second)
 	waitFor(t, "the next event to be handled", func() bool { return c.get(second.ID) == 1 })
@@ -474,10 +461,11 @@ func TestRunStartsNoHandlerAfterShutdown(t *testing.T) {
 	b.publish(t, e1)
 	waitStarted(t, started)
 	b.publish(t, e2)
-	// The runner fetches e2 while its only slot is busy with e1.
-	waitFor(t, "both events to be delivered", func() bool {
+	// The runner's only slot is busy with e1: e2 waits in the stream (the
+	// runner asks only for what it can start) until shutdown.
+	waitFor(t, "e2 to wait in the stream", func() bool {
 		info, err := b.tryConsumerInfo(t, iterConsumer)
-		return err == nil && info.NumAckPending == 2
+		return err == nil && info.NumAckPending == 1 && info.NumPending == 1
 	})
 	stopping.Store(1)
 	r.stop(t)
@@ -508,7 +496,11 @@ func TestRunStartsNoHandlerAfterShutdown(t *testing.T) {
 	}
 }
 
-func TestRunOneConsumerPerType(t *testing.T) {
+// One durable consumer per service, filtered to every type it handles:
+// its pending count is the stage's whole backlog. Each event reaches the
+// handler of its own type; a type the service does not handle never
+// reaches it.
+func TestRunOneConsumerForEveryType(t *testing.T) {
 	t.Parallel()
 	b := newBus(t)
 	var mu sync.Mutex
@@ -531,14 +523,88 @@ func TestRunOneConsumerPerType(t *testing.T) {
 		events.Must(events.TaskCompleted, "s1", "t1", 2, time.Now(), events.TaskCompletedData{TaskID: "t1"}),
 		events.Must(events.SessionCompleted, "s1", "", 3, time.Now(), events.SessionCompletedData{Tasks: 1}),
 	)
-	b.waitAcked(t, iterConsumer, 1)
-	b.waitAcked(t, bus.ConsumerName(svc, events.TaskCompleted), 1)
+	info := b.waitAcked(t, bus.ConsumerName(svc), 2)
+	if len(info.Config.FilterSubjects) != 2 {
+		t.Errorf("consumer filters = %v, want the two handled types", info.Config.FilterSubjects)
+	}
 	mu.Lock()
-	defer mu.Unlock()
 	for _, typ := range []events.Type{events.IterationCompleted, events.TaskCompleted} {
 		if len(got[typ]) != 1 || got[typ][0] != typ {
 			t.Errorf("%s handler got %v, want exactly one %s", typ, got[typ], typ)
 		}
+	}
+	mu.Unlock()
+	s := b.stream(t, events.StreamName(b.prefix))
+	var consumers []string
+	lister := s.ConsumerNames(ctxT(t))
+	for name := range lister.Name() {
+		consumers = append(consumers, name)
+	}
+	if len(consumers) != 1 || consumers[0] != bus.ConsumerName(svc) {
+		t.Errorf("stream consumers = %v, want only %s", consumers, bus.ConsumerName(svc))
+	}
+}
+
+// The per-type durables of earlier versions are removed when the service
+// starts: they would show as a backlog nobody drains.
+func TestRunRemovesLegacyPerTypeConsumers(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	legacy := svc + "_iteration_completed"
+	if _, err := b.JetStream().CreateOrUpdateConsumer(ctxT(t), events.StreamName(b.prefix), jetstream.ConsumerConfig{
+		Durable: legacy, FilterSubject: events.TypeFilter(b.prefix, events.IterationCompleted), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCalls()
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error { c.add(env.ID); return nil }), bus.RunOptions{AckWait: time.Second})
+	b.publish(t, iteration("s1", 1))
+	b.waitAcked(t, bus.ConsumerName(svc), 1)
+	if _, err := b.JetStream().Consumer(ctxT(t), events.StreamName(b.prefix), legacy); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("legacy consumer %s still there (err %v)", legacy, err)
+	}
+}
+
+// A replica whose every slot is busy asks for nothing, and one slot freed is
+// one more event started: with a single slot held by a slow handler, the
+// other events wait in the stream (not in the client, ageing towards
+// AckWait) and are all handled, each once, once the slot frees.
+func TestRunPullsOnlyWhatItCanStart(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	release := make(chan struct{})
+	var first atomic.Bool
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		c.add(env.ID)
+		return nil
+	}), bus.RunOptions{AckWait: 2 * time.Second, Concurrency: 1})
+	const n = 20
+	for i := 1; i <= n; i++ {
+		b.publish(t, iteration("s1", i))
+	}
+	waitFor(t, "the first event to be taken", func() bool { return first.Load() })
+	// Wait past AckWait while the slot is held: nothing else may have been
+	// pulled, so nothing is redelivered.
+	time.Sleep(3 * time.Second)
+	cons, err := b.JetStream().Consumer(ctxT(t), events.StreamName(b.prefix), bus.ConsumerName(svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending > 1 || info.NumRedelivered > 0 {
+		t.Errorf("with one busy slot: %d events pulled and unacked, %d redelivered; want 1 and 0", info.NumAckPending, info.NumRedelivered)
+	}
+	close(release)
+	waitFor(t, "every event to be handled", func() bool { return c.distinct() == n })
+	if got := c.total(); got != n {
+		t.Errorf("%d handler calls for %d events", got, n)
 	}
 }
 
@@ -613,7 +679,7 @@ func TestRunObserverSeesOutcomes(t *testing.T) {
 	}), bus.RunOptions{AckWait: time.Second, BackoffBase: 50 * time.Millisecond, Observer: obs})
 
 	b.publish(t, iteration("s1", 1), iteration("s1", 2), iteration("s1", 3))
-	if err := b.nc.Publish(events.Subject(b.prefix, "s1", events.IterationCompleted), []byte("not json")); err != nil {
+	if err := b.nc.Publish(events.Subject(b.prefix, events.DefaultTeam, "s1", events.IterationCompleted), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
 	typ := string(events.IterationCompleted)
@@ -665,5 +731,94 @@ func TestRunDeadLettersInterruptionOnLastDelivery(t *testing.T) {
 	dl := b.deadLetter(t, iterConsumer)
 	if reason := dl.Header.Get("Ralph-Reason"); !strings.Contains(reason, "interrupted by shutdown on delivery 1 of 1") {
 		t.Fatalf("dead-letter reason %q", reason)
+	}
+}
+
+// A handler that gives up with a failure event has its event acked, not
+// dead-lettered: the failure is the outcome.
+func TestRunAcksWhatGiveUpSettled(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	c := newCalls()
+	var settled sync.Map // event id -> the error given up on
+	giveUp := bus.GiveUp(func(_ context.Context, env events.Envelope, err error) error {
+		settled.Store(env.ID, err.Error())
+		return nil
+	})
+	startRun(t, b, svc, only(giveUp(func(ctx context.Context, env events.Envelope) error {
+		c.add(env.ID)
+		if env.Step == 1 {
+			return bus.Permanent(errors.New("401 invalid api key"))
+		}
+		return errors.New("503 upstream overloaded")
+	})), bus.RunOptions{AckWait: time.Second, MaxDeliver: 2, BackoffBase: 50 * time.Millisecond})
+
+	hopeless, outage := iteration("s1", 1), iteration("s1", 2)
+	b.publish(t, hopeless, outage)
+	b.waitAcked(t, iterConsumer, 2)
+	for env, want := range map[*events.Envelope]struct {
+		calls  int
+		reason string
+	}{
+		&hopeless: {1, "401 invalid api key"},     // at once
+		&outage:   {2, "503 upstream overloaded"}, // on its last delivery
+	} {
+		if n := c.get(env.ID); n != want.calls {
+			t.Errorf("%s handled %d times, want %d", env.ID, n, want.calls)
+		}
+		if got, _ := settled.Load(env.ID); got != want.reason {
+			t.Errorf("%s given up with %v, want %q", env.ID, got, want.reason)
+		}
+	}
+	if n := b.dlqMsgs(t); n != 0 {
+		t.Errorf("dead-letter stream holds %d messages, want 0", n)
+	}
+}
+
+// RunOptions.Middlewares wrap every handler, first outermost, inside the
+// runner's recoverer: a panicking middleware is dead-lettered with its stack
+// like a panicking handler.
+func TestRunAppliesTheServiceMiddlewares(t *testing.T) {
+	t.Parallel()
+	b := newBus(t)
+	var (
+		mu    sync.Mutex
+		trail []string
+	)
+	mark := func(name string) bus.Middleware {
+		return func(h bus.Handler) bus.Handler {
+			return func(ctx context.Context, env events.Envelope) error {
+				if env.Step == 2 && name == "inner" {
+					panic("middleware kaboom")
+				}
+				mu.Lock()
+				trail = append(trail, fmt.Sprintf("%s %d", name, env.Step))
+				mu.Unlock()
+				return h(ctx, env)
+			}
+		}
+	}
+	startRun(t, b, svc, only(func(ctx context.Context, env events.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		trail = append(trail, fmt.Sprintf("handler %d", env.Step))
+		return nil
+	}), bus.RunOptions{AckWait: time.Second, Concurrency: 1, Middlewares: []bus.Middleware{mark("outer"), mark("inner")}})
+
+	b.publish(t, iteration("s1", 1))
+	b.waitAcked(t, iterConsumer, 1)
+	b.publish(t, iteration("s1", 2))
+	dl := b.deadLetter(t, iterConsumer)
+	if r := dl.Header.Get("Ralph-Reason"); !strings.Contains(r, "middleware kaboom") {
+		t.Errorf("Ralph-Reason = %q, want the middleware's panic", r)
+	}
+	if st := dl.Header.Get("Ralph-Stack"); !strings.Contains(st, "TestRunAppliesTheServiceMiddlewares") {
+		t.Errorf("Ralph-Stack = %.300q, want the panicking middleware", st)
+	}
+	b.waitAcked(t, iterConsumer, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"outer 1", "inner 1", "handler 1", "outer 2"}; !slices.Equal(trail, want) {
+		t.Errorf("calls %v, want %v", trail, want)
 	}
 }

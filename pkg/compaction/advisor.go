@@ -15,15 +15,13 @@ import (
 	"github.com/ralphmesh/ralph/pkg/jsontype"
 )
 
-// Advisor ranks near-tied candidates, typically by asking a small model.
-// It returns the model's raw text; the planner parses and validates it
-// (ParseAdvice). It is advice only: it is asked at most once per
-// iteration, only about candidates that already passed every gate, under
-// AdvisorTimeout, and anything wrong with its answer leaves the plan as it
-// would have been without it.
-type Advisor interface {
-	Rank(ctx context.Context, candidates []Candidate) ([]byte, error)
-}
+// The advisor ranks near-tied candidates, typically a small model asked by
+// the Summarizer. The planner never calls it: Plan returns the question
+// (Result.NearTies, status pending), the caller asks under AdvisorTimeout,
+// and ApplyAdvice (or AdviceFailed) folds the answer in. It is advice only:
+// asked at most once per iteration, only about candidates that already
+// passed every gate, and anything wrong with its answer leaves the plan as
+// it would have been without it.
 
 // Candidate is what the advisor is told about one near-tied op.
 type Candidate struct {
@@ -47,13 +45,17 @@ type AdvisorStatus string
 
 // Advisor statuses.
 const (
-	// AdvisorOff: no advisor, a mode other than tiered_adaptive, or
-	// AdvisorTopK below 2.
+	// AdvisorOff: Options.Advisor unset, a mode other than
+	// tiered_adaptive, or AdvisorTopK below 2.
 	AdvisorOff AdvisorStatus = "off"
 	// AdvisorNotNeeded: no pressure, or no near-tie among the top candidates.
 	AdvisorNotNeeded AdvisorStatus = "not_needed"
 	// AdvisorAlreadyUsed: it was consulted earlier in this iteration.
 	AdvisorAlreadyUsed AdvisorStatus = "already_used"
+	// AdvisorPending: there are near ties (Result.NearTies) to ask it
+	// about; the plan is the one without advice until ApplyAdvice or
+	// AdviceFailed settles it.
+	AdvisorPending AdvisorStatus = "pending"
 	// AdvisorUsed: its ranking reordered the near-tied candidates.
 	AdvisorUsed AdvisorStatus = "used"
 	// AdvisorIgnored: it failed, timed out or answered something invalid
@@ -65,8 +67,8 @@ const (
 type AdvisorReport struct {
 	Status AdvisorStatus `json:"status"`
 	Reason string        `json:"reason,omitempty"`
-	// Called: Rank was invoked (History.Commit then spends this
-	// iteration's consultation).
+	// Called: the advisor was asked, whatever came of it (History.Commit
+	// then spends this iteration's consultation).
 	Called     bool     `json:"called,omitempty"`
 	Candidates []string `json:"candidates,omitempty"`
 	// Order is the order applied to Candidates when Status is used.
@@ -203,15 +205,19 @@ func strictDecode(data []byte, v any) error {
 	return nil
 }
 
-func (p *planner) advisorEnabled(adv Advisor) bool {
-	return p.adaptive && adv != nil && p.opts.AdvisorTopK >= 2
+func (p *planner) advisorEnabled() bool {
+	return p.adaptive && p.opts.Advisor && p.opts.AdvisorTopK >= 2
 }
 
-// advise asks adv to rank the near-tied candidates at the top of cands and
+// advise fills r's advisor report. Without advice it only finds the
+// near-tied candidates at the top of cands and, when there are any to ask
+// about, puts them in r.NearTies (status pending). With advice (the
+// advisor's order of those candidates, already checked by ParseAdvice) it
 // reorders them in place. Only the slots the tied candidates already hold
 // are refilled, so nothing else moves and nothing is added.
-func (p *planner) advise(ctx context.Context, cands []*candidate, adv Advisor, rep *AdvisorReport) {
-	if !p.advisorEnabled(adv) {
+func (p *planner) advise(cands []*candidate, r *Result) {
+	rep := &r.Advisor
+	if !p.advisorEnabled() {
 		rep.Status = AdvisorOff
 		return
 	}
@@ -231,28 +237,62 @@ func (p *planner) advise(ctx context.Context, cands []*candidate, adv Advisor, r
 		byID[exported[k].ID] = cands[slot]
 		rep.Candidates = append(rep.Candidates, exported[k].ID)
 	}
-	rep.Called = true
-	raw, err := rank(ctx, adv, slices.Clone(exported), p.opts.AdvisorTimeout)
-	if err != nil {
-		rep.Status = AdvisorIgnored
-		if errors.Is(err, context.DeadlineExceeded) {
-			rep.Reason = fmt.Sprintf("timeout after %s", p.opts.AdvisorTimeout)
-		} else {
-			rep.Reason = "error: " + err.Error()
-		}
-		return
-	}
-	order, err := ParseAdvice(raw, exported)
-	if err != nil {
-		rep.Status = AdvisorIgnored
-		rep.Reason = "invalid: " + err.Error()
+	r.NearTies = exported
+	if p.advice == nil {
+		rep.Status = AdvisorPending
 		return
 	}
 	for k, slot := range tied {
-		cands[slot] = byID[order[k]]
+		cands[slot] = byID[p.advice[k]]
 	}
 	rep.Status = AdvisorUsed
-	rep.Order = order
+	rep.Called = true
+	rep.Order = p.advice
+}
+
+// ApplyAdvice settles a pending plan with the advisor's answer, the raw
+// text it replied. A valid answer (see ParseAdvice) reorders the near-tied
+// candidates, and the plan is made again from that order: ops the new
+// order takes first may meet the target sooner. An invalid one leaves the
+// plan as it was, with the reason in its report. doc, opts and hist must be
+// the ones plan was made from; a plan that is not pending is returned as
+// it is.
+func ApplyAdvice(doc Document, opts Options, hist History, plan Result, answer []byte) Result {
+	if plan.Advisor.Status != AdvisorPending {
+		return plan
+	}
+	order, err := ParseAdvice(answer, plan.NearTies)
+	if err != nil {
+		return ignoreAdvice(plan, "invalid: "+err.Error())
+	}
+	advised, err := planWith(doc, opts, hist, order)
+	if err != nil || advised.Advisor.Status != AdvisorUsed || !slices.Equal(advised.Advisor.Candidates, plan.Advisor.Candidates) {
+		// Not the document, options or history the plan was made from:
+		// the advice answers another question.
+		return ignoreAdvice(plan, "the plan does not match the document it was made from")
+	}
+	return advised
+}
+
+// AdviceFailed settles a pending plan whose advisor could not answer (err;
+// a context deadline is reported as a timeout after timeout): the plan
+// stays the one without advice.
+func AdviceFailed(plan Result, err error, timeout time.Duration) Result {
+	if plan.Advisor.Status != AdvisorPending {
+		return plan
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ignoreAdvice(plan, fmt.Sprintf("timeout after %s", timeout))
+	}
+	return ignoreAdvice(plan, fmt.Sprintf("error: %v", err))
+}
+
+// ignoreAdvice records that the advisor was asked and its answer not used.
+func ignoreAdvice(plan Result, reason string) Result {
+	plan.Advisor.Status = AdvisorIgnored
+	plan.Advisor.Reason = reason
+	plan.Advisor.Called = true
+	return plan
 }
 
 // nearTie returns the slots of the top passing open candidates whose score
@@ -265,6 +305,9 @@ func (p *planner) nearTie(cands []*candidate) []int {
 	for slot, c := range cands {
 		if c.group != groupOpen || len(tied) >= p.opts.AdvisorTopK {
 			break
+		}
+		if len(tied) > 0 && c.stage != cands[tied[0]].stage {
+			break // a later stage is not a tie, whatever its score
 		}
 		if c.gate != "" || anyOfSet(taken, c.members) {
 			continue
@@ -307,32 +350,4 @@ func (p *planner) candidate(c *candidate) Candidate {
 		out.Tool, out.Path = "", ""
 	}
 	return out
-}
-
-// rank calls adv under timeout. An advisor that ignores its context cannot
-// hold the plan up: its goroutine is left to finish on its own, its answer
-// discarded. A panicking advisor is a failing one.
-func rank(ctx context.Context, adv Advisor, cands []Candidate, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type reply struct {
-		data []byte
-		err  error
-	}
-	ch := make(chan reply, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				ch <- reply{err: fmt.Errorf("advisor panicked: %v", r)}
-			}
-		}()
-		data, err := adv.Rank(ctx, cands)
-		ch <- reply{data, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.data, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }

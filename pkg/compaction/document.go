@@ -37,7 +37,7 @@ type Task struct {
 }
 
 // Document is the planner's input: the context of one task with the model's
-// token limit (CONTRACT.md, "Context document"). Units may be stored units,
+// token limit (docs/REFERENCE.md, "Context document"). Units may be stored units,
 // assistant messages still carrying their Calls; the planner expands them
 // (ExpandCalls).
 type Document struct {

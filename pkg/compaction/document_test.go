@@ -120,7 +120,7 @@ func TestDocumentValidateForCodeBuiltDocuments(t *testing.T) {
 	if err := doc.Validate(); err == nil || !strings.Contains(err.Error(), "field limit_tokens") {
 		t.Errorf("negative limit: got %v", err)
 	}
-	if _, err := Plan(t.Context(), doc, DefaultOptions(), History{}, nil); !errors.Is(err, ErrInvalidDocument) {
+	if _, err := Plan(doc, DefaultOptions(), History{}); !errors.Is(err, ErrInvalidDocument) {
 		t.Errorf("Plan accepted an invalid document: %v", err)
 	}
 }
@@ -191,7 +191,7 @@ func TestPlanExpandsStoredCalls(t *testing.T) {
 			Calls: []units.Call{{ID: "call_1", Name: "run", Args: `{"command":"go test ./..."}`}}},
 		units.Unit{ID: "tool-2-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", CallID: "call_1", Content: "FAIL pkg/a", Turn: 2, Tokens: 600},
 	)
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	r := mustPlan(t, doc, opts(halfTarget), History{})
 	if _, ok := r.Lanes["assistant-2#call_1"]; !ok {
 		t.Fatalf("lanes miss the expanded call unit: %v", r.Lanes)
 	}

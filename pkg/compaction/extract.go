@@ -5,11 +5,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ralphmesh/ralph/pkg/tools"
 )
 
 // Line classes Extract keeps, in the order it gives them up last: errors
-// explain what went wrong, paths say where, the first line says what the
-// text is, decisions say what was chosen.
+// explain what went wrong (the lines tools.ErrorLine would pick: the mesh's
+// one rule for them), paths say where, the first line says what the text
+// is, decisions say what was chosen.
 const (
 	lineError = iota
 	linePath
@@ -19,21 +22,19 @@ const (
 )
 
 var (
-	errorWords    = []string{"error", "fail", "panic", "fatal", "exception", "traceback"}
 	decisionWords = []string{"decid", "decision", "todo", "fixme", "must", "chose", "should"}
 	pathLike      = regexp.MustCompile(`[\w.-]+/[\w.-]+|\b[\w-]+\.(?:go|mod|sum|md|txt|py|js|ts|tsx|jsx|json|ya?ml|toml|rs|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|sql|html|css|proto|xml|ini|cfg|lock)\b`)
 )
 
 func lineClass(line string, first bool) int {
-	lower := strings.ToLower(line)
 	switch {
-	case containsAny(lower, errorWords):
+	case tools.NamesError(line):
 		return lineError
 	case pathLike.MatchString(line):
 		return linePath
 	case first:
 		return lineFirst
-	case containsAny(lower, decisionWords):
+	case containsAny(strings.ToLower(line), decisionWords):
 		return lineDecision
 	default:
 		return lineOther

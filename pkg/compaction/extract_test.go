@@ -110,3 +110,26 @@ func TestExtractEdges(t *testing.T) {
 		t.Errorf("a line too long for the budget must be left out whole: %q", out)
 	}
 }
+
+// TestExtractErrorLinesByTheOneRule: the error lines Extract keeps first are
+// the ones tools.ErrorLine goes by, whole words and not substrings: a
+// refused connection is one, a traceback's header and a bare FAIL are not.
+func TestExtractErrorLinesByTheOneRule(t *testing.T) {
+	text := strings.Join([]string{
+		"starting the integration suite",
+		"Traceback (most recent call last):",
+		"connection refused by db:5432",
+		"FAIL",
+		"refundCannotExceedCaptureFailsafe passed",
+		strings.Repeat("lorem ipsum dolor sit amet ", 20),
+	}, "\n")
+	out := Extract(text, 30, nil)
+	if !strings.Contains(out, "connection refused by db:5432\n") {
+		t.Errorf("the refused connection was given up:\n%s", out)
+	}
+	for _, gone := range []string{"Traceback", "FAIL\n", "refundCannotExceedCaptureFailsafe"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("kept %q, which names no error:\n%s", gone, out)
+		}
+	}
+}

@@ -4,7 +4,8 @@ import (
 	"strings"
 )
 
-// ADR-003's summary headings the facts go under.
+// The summary headings the facts go under (docs/design-origins.md, "The
+// four-section summary").
 const (
 	headingModifiedFiles = "## Modified Files"
 	headingErrors        = "## Errors & Solutions"
@@ -39,7 +40,7 @@ func missing(summary string, modifiedFiles, unresolvedErrors []string) (files, e
 }
 
 // AppendMissingFacts returns summary with every modified file and
-// unresolved error it does not mention added as a bullet under its ADR-003
+// unresolved error it does not mention added as a bullet under its summary
 // heading: at the end of the "## Modified Files" or "## Errors &
 // Solutions" section when the summary has one, in a new section at the end
 // when it does not. A summary that mentions everything comes back as is.

@@ -1,9 +1,9 @@
 package compaction
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ralphmesh/ralph/pkg/units"
@@ -38,15 +38,6 @@ func (b *docBuilder) tool(id string, turn int, name, args string, callTokens, re
 		Content: output, Turn: turn, Tokens: resultTokens})
 }
 
-func (b *docBuilder) artifact(id, artifact string) *docBuilder {
-	for i := range b.doc.Units {
-		if b.doc.Units[i].ID == id {
-			b.doc.Units[i].Artifact = artifact
-		}
-	}
-	return b
-}
-
 func (b *docBuilder) build() Document { return b.doc }
 
 func pathArgs(path string) string { return fmt.Sprintf(`{"path":%q}`, path) }
@@ -66,9 +57,9 @@ func opts(mut func(*Options)) Options {
 	return o
 }
 
-func mustPlan(t *testing.T, doc Document, o Options, h History, adv Advisor) Result {
+func mustPlan(t *testing.T, doc Document, o Options, h History) Result {
 	t.Helper()
-	r, err := Plan(context.Background(), doc, o, h, adv)
+	r, err := Plan(doc, o, h)
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
@@ -120,16 +111,17 @@ func unitSummary(id string, turn, tokens int) units.Unit {
 	return units.Unit{ID: id, Role: "user", Kind: units.KindSummary, Content: "## Key Decisions\n- earlier work", Turn: turn, Tokens: tokens}
 }
 
-// countingAdvisor answers with a fixed text and counts its calls.
-type countingAdvisor struct {
-	answer []byte
-	err    error
-	calls  int
-	seen   []Candidate
-}
+// halfTarget aims plans at half the limit, the target the fixtures of the
+// tests about gates, costs and order were sized for before the default
+// became deeper (Options.TargetRatio): they test those rules, not depth.
+func halfTarget(o *Options) { o.TargetRatio = 0.5 }
 
-func (a *countingAdvisor) Rank(_ context.Context, cs []Candidate) ([]byte, error) {
-	a.calls++
-	a.seen = cs
-	return a.answer, a.err
+// opIndex is the position in r.Ops of the op that takes unit, -1 if none.
+func opIndex(r Result, unit string) int {
+	for k, op := range r.Ops {
+		if op.Unit == unit || slices.Contains(op.Units, unit) {
+			return k
+		}
+	}
+	return -1
 }

@@ -8,6 +8,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -25,23 +26,15 @@ const (
 	// of each of those paths.
 	LaneActiveWrite Lane = "active_write"
 	// LaneSourceEvidence: earlier tool results the active writing cites (it
-	// names their path) or draws on (it shares their distinctive words).
+	// names their path) or draws on (it shares their phrases), and, while
+	// drafting or finalizing, the results the task's goal or the latest
+	// assistant message names or refers to, before any draft has used them.
 	LaneSourceEvidence Lane = "source_evidence"
 	// LaneToolTrace: every other tool call and result.
 	LaneToolTrace Lane = "tool_trace"
 	// LaneHistoricalChat: older narrative: assistant messages, superseded
 	// user instructions, checkpoints.
 	LaneHistoricalChat Lane = "historical_chat"
-)
-
-// Tools the planner knows by name (pkg/tools).
-const (
-	toolReadFile     = "read_file"
-	toolWriteFile    = "write_file"
-	toolEditFile     = "edit_file"
-	toolReadArtifact = "read_artifact"
-	toolSearch       = "search"
-	toolListDir      = "list_dir"
 )
 
 // phaseWindowTurns is how far back a write makes the task a drafting one.
@@ -295,7 +288,7 @@ func (v *view) bundleUp() {
 // bundle is what must leave the context with unit i, in document order.
 func (v *view) bundle(i int) []int { return v.bundles[v.bundleOf[i]] }
 
-func isWrite(tool string) bool { return tool == toolWriteFile || tool == toolEditFile }
+func isWrite(tool string) bool { return tool == tools.WriteFile || tool == tools.EditFile }
 
 // classify assigns lanes: instructions, then active writes, then their
 // evidence; the other tool units are traces and the other messages history.
@@ -303,7 +296,11 @@ func isWrite(tool string) bool { return tool == toolWriteFile || tool == toolEdi
 func (v *view) classify(task Task) {
 	latestInstr := v.markInstructions()
 	active := v.markActiveWrites()
+	v.phase = v.detectPhase(task, latestInstr)
 	v.markEvidence(active)
+	if v.phase == PhaseDrafting || v.phase == PhaseFinalizing {
+		v.markReferenced(task.Goal)
+	}
 	for i := range v.us {
 		switch {
 		case v.lanes[i] != "":
@@ -313,18 +310,28 @@ func (v *view) classify(task Task) {
 			v.lanes[i] = LaneHistoricalChat
 		}
 	}
-	v.phase = v.detectPhase(task, latestInstr)
 }
 
 // markInstructions marks the system prompt, the task (the first user
-// message) and the latest user instruction after it, which it returns (-1
-// if none); older user messages are history by then.
+// message), the session's memory (IsMemoryUnit) and the latest user
+// instruction after the task, which it returns (-1 if none); older user
+// messages are history by then. The stable head (StableHead) is fixed and
+// instruction: no op ever rewrites it.
 func (v *view) markInstructions() (latestInstr int) {
 	task0 := -1
 	latestInstr = -1
+	for i := range StableHead(v.us) {
+		v.fixed[i] = true
+		v.lanes[i] = LaneInstruction
+	}
 	for i, u := range v.us {
 		switch {
 		case u.Kind == units.KindMessage && u.Role == openai.ChatMessageRoleSystem:
+			v.fixed[i] = true
+			v.lanes[i] = LaneInstruction
+		case IsMemoryUnit(u):
+			// What earlier tasks learned is never an instruction to be
+			// superseded, nor the task: fixed wherever it is.
 			v.fixed[i] = true
 			v.lanes[i] = LaneInstruction
 		case u.Kind == units.KindMessage && u.Role == openai.ChatMessageRoleUser:
@@ -367,7 +374,7 @@ func (v *view) markActiveWrites() (active []int) {
 		ws := writesByPath[p]
 		from := 0
 		for k, h := range ws {
-			if v.tool[h] == toolWriteFile {
+			if v.tool[h] == tools.WriteFile {
 				from = k
 			}
 		}
@@ -386,7 +393,7 @@ func (v *view) markActiveWrites() (active []int) {
 	for _, p := range pathsInOrder {
 		last := -1
 		for i := range v.us {
-			if v.isTool(i) && v.head(i) == i && v.tool[i] == toolReadFile && v.path[i] == p {
+			if v.isTool(i) && v.head(i) == i && v.tool[i] == tools.ReadFile && v.path[i] == p {
 				last = i
 			}
 		}
@@ -428,6 +435,136 @@ func (v *view) markEvidence(active []int) {
 			}
 		}
 	}
+}
+
+// Reference detection: a term of the goal or of the latest assistant
+// message is distinctive when at most one in referenceDFShare of the
+// context's tool results contains it (a project's common vocabulary, its
+// name or the words of every file header, says nothing about which result
+// is meant), and a result is referred to when it contains two of the
+// text's distinctive terms, or the only one it has.
+const referenceDFShare = 5
+
+// markReferenced marks as source evidence, while drafting, the tool
+// results the goal or the latest assistant message (the model's current
+// intent) names or refers to, even when no draft has used them yet: "next,
+// the /users section from internal/http/users.go" makes the read of
+// internal/http/users.go evidence before the section is written. A result
+// is named when the text holds its path, its file name or a directory of
+// its path written as one ("internal/http/"); it is referred to when it
+// holds the text's distinctive terms (see referenceDFShare).
+func (v *view) markReferenced(goal string) {
+	texts := []string{goal}
+	for i := len(v.us) - 1; i >= 0; i-- {
+		if u := v.us[i]; u.Kind == units.KindMessage && u.Role == openai.ChatMessageRoleAssistant {
+			texts = append(texts, u.Content)
+			break
+		}
+	}
+	resultWords := map[int]map[string]bool{}
+	df := map[string]int{}
+	for i, u := range v.us {
+		if u.Kind != units.KindToolResult {
+			continue
+		}
+		resultWords[i] = words(u.Content)
+		for w := range resultWords[i] {
+			df[w]++
+		}
+	}
+	maxDF := max(1, len(resultWords)/referenceDFShare)
+	for _, text := range texts {
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		var terms []string
+		for w := range words(prose(text)) {
+			if df[w] >= 1 && df[w] <= maxDF {
+				terms = append(terms, w)
+			}
+		}
+		need := min(2, len(terms))
+		for i := range v.us {
+			if !v.isTool(i) || v.head(i) != i || v.lanes[i] != "" || isWrite(v.tool[i]) {
+				continue
+			}
+			r := v.resultOf(i)
+			if r < 0 {
+				continue
+			}
+			shared := 0
+			for _, w := range terms {
+				if resultWords[r][w] {
+					shared++
+				}
+			}
+			if v.names(text, i) || (need > 0 && shared >= need) {
+				v.setPair(i, LaneSourceEvidence)
+			}
+		}
+	}
+}
+
+// prose is text without its paths and file names (any word with a slash,
+// or a dot inside it): names decides about those; taken apart into words,
+// "internal/http/" would refer to every result that mentions "internal".
+func prose(text string) string {
+	fields := strings.Fields(text)
+	kept := fields[:0]
+	for _, f := range fields {
+		trimmed := strings.TrimRight(f, ".,;:!?)'\"`")
+		if strings.Contains(trimmed, "/") || strings.Contains(strings.TrimLeft(trimmed, ".(`'\""), ".") {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return strings.Join(kept, " ")
+}
+
+// names reports whether text names the source of pair i: what cites
+// accepts, or a directory of its path written as a directory: with a
+// trailing slash, or as a path of two or more components, standing on its
+// own (not the start of a longer path: "profiles/p01.md" names no other
+// file under profiles/).
+func (v *view) names(text string, i int) bool {
+	if v.cites(text, i) {
+		return true
+	}
+	for dir := path.Dir(v.path[i]); dir != "." && dir != "/" && dir != ""; dir = path.Dir(dir) {
+		if namesDir(text, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+func namesDir(text, dir string) bool {
+	for at := 0; ; {
+		k := strings.Index(text[at:], dir)
+		if k < 0 {
+			return false
+		}
+		start, end := at+k, at+k+len(dir)
+		at = start + 1
+		if start > 0 && isPathByte(text[start-1]) {
+			continue
+		}
+		rest := text[end:]
+		slash := strings.HasPrefix(rest, "/")
+		rest = strings.TrimPrefix(rest, "/")
+		if rest != "" && isPathByte(rest[0]) && !(rest[0] == '.' && (len(rest) == 1 || !isPathByte(rest[1]))) {
+			continue // a longer path or word
+		}
+		if slash || strings.Contains(dir, "/") {
+			return true
+		}
+	}
+}
+
+// isPathByte: a byte that continues a path or a word.
+func isPathByte(b byte) bool {
+	return b == '/' || b == '.' || b == '_' || b == '-' || b >= 0x80 ||
+		'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
 }
 
 func (v *view) setPair(i int, l Lane) {
@@ -535,12 +672,12 @@ func (v *view) measure(task Task) {
 		switch {
 		case u.Artifact != "":
 			v.reuse[i] = ReuseHigh
-		case u.Kind == units.KindToolResult && v.tool[i] == toolReadFile && unchangedSince(i):
+		case u.Kind == units.KindToolResult && v.tool[i] == tools.ReadFile && unchangedSince(i):
 			v.reuse[i] = ReuseHigh
-		case u.Kind == units.KindToolCall && v.tool[i] == toolWriteFile && unchangedSince(i):
+		case u.Kind == units.KindToolCall && v.tool[i] == tools.WriteFile && unchangedSince(i):
 			// The file holds exactly what the call wrote.
 			v.reuse[i] = ReuseHigh
-		case u.Kind == units.KindToolResult && (v.tool[i] == toolSearch || v.tool[i] == toolListDir):
+		case u.Kind == units.KindToolResult && (v.tool[i] == tools.Search || v.tool[i] == tools.ListDir):
 			v.reuse[i] = ReuseMedium
 		}
 	}
@@ -552,7 +689,10 @@ func (v *view) measure(task Task) {
 	intent.WriteString(task.Goal)
 	for i, u := range v.us {
 		recentAssistant := u.Role == openai.ChatMessageRoleAssistant && u.Kind == units.KindMessage && v.age(i) < phaseWindowTurns
-		if (v.fixed[i] && u.Role == openai.ChatMessageRoleUser) || (v.latest[i] && v.lanes[i] == LaneInstruction) || recentAssistant {
+		// The session's memory is about earlier tasks: what it names is not
+		// what this one is after.
+		task := v.fixed[i] && u.Role == openai.ChatMessageRoleUser && !IsMemoryUnit(u)
+		if task || (v.latest[i] && v.lanes[i] == LaneInstruction) || recentAssistant {
 			intent.WriteString("\n")
 			intent.WriteString(u.Content)
 		}
@@ -574,6 +714,24 @@ func (v *view) measure(task Task) {
 		}
 		v.relevance[i] = min(1, float64(shared)/saturation)
 	}
+}
+
+// largestStep is the most tokens one turn added to the context among the
+// turns in view (an assistant message with its calls and their results,
+// a user message): what the next step may add. The head and checkpoints
+// are no step.
+func (v *view) largestStep() int {
+	byTurn := map[int]int{}
+	for _, u := range v.us {
+		if u.Turn > 0 && u.Kind != units.KindSummary {
+			byTurn[u.Turn] += u.Tokens
+		}
+	}
+	largest := 0
+	for _, n := range byTurn {
+		largest = max(largest, n)
+	}
+	return largest
 }
 
 // argString is a string argument of a tool call, "" when absent.

@@ -169,3 +169,121 @@ func TestDetectPhase(t *testing.T) {
 		t.Errorf("release notes after a rejection: phase %q, want finalizing", got)
 	}
 }
+
+// TestClassifyReferencedSources: while drafting, the results the goal or
+// the latest assistant message names (path, file name, a directory of the
+// path) or refers to (their distinctive words) are source evidence before
+// any draft has used them.
+func TestClassifyReferencedSources(t *testing.T) {
+	read := func(b *docBuilder, id string, turn int, path, content string) *docBuilder {
+		return b.tool(id, turn, "read_file", pathArgs(path), 10, 400, content)
+	}
+	// The example: documenting every endpoint of internal/http/,
+	// the /orders section written, /users next.
+	api := func(phase Phase, lastMessage string) Document {
+		b := newDoc(8000, 10, "document every endpoint in internal/http/ in docs/API.md")
+		read(b, "users", 2, "internal/http/users.go", "package http\n\nfunc (s *Server) listUsers(w http.ResponseWriter, r *http.Request) {}")
+		read(b, "orders", 3, "internal/http/orders.go", "package http\n\nfunc (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {}")
+		read(b, "readme", 4, "README.md", "# Shop\n\nRun it with make run.")
+		b.tool("test", 5, "run", runArgs("go test ./..."), 10, 300, "ok  \tshop/internal/http\t0.1s")
+		if phase != PhaseExploring {
+			b.tool("api", 8, "write_file", writeArgs("docs/API.md", "# API\n\n## /orders\n\nLists the orders."), 40, 5, "wrote")
+		}
+		b.msg("assistant-9", "assistant", 9, 20, lastMessage)
+		return b.build()
+	}
+	// Speaker sources where every file shares the event's name.
+	speakers := func(lastMessage string) Document {
+		b := newDoc(8000, 10, "Write the speaker profiles for Northwind Summit")
+		read(b, "ana", 2, "sources/ana.md", "# Ana Ferreira\n\nInterviewed for Northwind Summit. Ana builds payment systems.")
+		read(b, "mateo", 3, "sources/mateo.md", "# Mateo Álvarez\n\nInterviewed for Northwind Summit. Mateo writes compilers.")
+		read(b, "lin", 4, "sources/lin.md", "# Lin Zhao\n\nInterviewed for Northwind Summit. Lin runs site reliability.")
+		b.tool("p1", 6, "write_file", writeArgs("profiles/p1.md", "# Ana Ferreira\n\nAna builds payment systems."), 40, 5, "wrote")
+		b.msg("assistant-9", "assistant", 9, 20, lastMessage)
+		return b.build()
+	}
+	tests := []struct {
+		name string
+		doc  Document
+		want map[string]Lane
+	}{
+		{
+			name: "the goal names the directory, the last message the file",
+			doc:  api(PhaseDrafting, "Next, the /users section from internal/http/users.go."),
+			want: map[string]Lane{"users": LaneSourceEvidence, "c-users": LaneSourceEvidence, "orders": LaneSourceEvidence,
+				"readme": LaneToolTrace, "test": LaneToolTrace},
+		},
+		{
+			name: "the last message names a file by its name",
+			doc:  api(PhaseDrafting, "Now README.md's run instructions."),
+			want: map[string]Lane{"readme": LaneSourceEvidence, "test": LaneToolTrace},
+		},
+		{
+			name: "the last message refers to a result's content",
+			doc:  speakers("Next: Mateo Álvarez's profile."),
+			want: map[string]Lane{"mateo": LaneSourceEvidence, "lin": LaneToolTrace},
+		},
+		{
+			name: "words every source shares refer to none of them",
+			doc:  speakers("Back to the Northwind Summit profiles."),
+			want: map[string]Lane{"mateo": LaneToolTrace, "lin": LaneToolTrace},
+		},
+		{
+			name: "a file under a directory names no other file in it",
+			doc:  speakers("Rereading sources/lin.md for the quote."),
+			want: map[string]Lane{"lin": LaneSourceEvidence, "mateo": LaneToolTrace},
+		},
+		{
+			name: "only while drafting",
+			doc:  api(PhaseExploring, "Next, the /users section from internal/http/users.go."),
+			want: map[string]Lane{"users": LaneToolTrace, "orders": LaneToolTrace},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lanes := Classify(tt.doc)
+			for id, l := range tt.want {
+				if lanes[id] != l {
+					t.Errorf("lane of %s = %q, want %q (phase %s)", id, lanes[id], l, DetectPhase(tt.doc))
+				}
+			}
+		})
+	}
+	// What that buys: at pressure, the reads about to be documented stay
+	// raw while the trace gives way.
+	doc := api(PhaseDrafting, "Next, the /users section from internal/http/users.go.")
+	doc.LimitTokens = 2400
+	r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = ModeTiered }), History{})
+	if s, ok := skipOf(r, "users"); r.Tier != TierPressure || !ok || s.Reason != SkipProtectedLane {
+		t.Errorf("tier %s, users %+v: want protected_lane", r.Tier, s)
+	}
+	if opIndex(r, "test") < 0 {
+		t.Errorf("the trace is not compacted: %+v", r.Ops)
+	}
+}
+
+func TestStableHead(t *testing.T) {
+	sys := units.Unit{ID: "system", Role: "system", Kind: units.KindMessage}
+	task := units.Unit{ID: "task", Role: "user", Kind: units.KindMessage}
+	memory := units.Unit{ID: "memory", Role: "user", Kind: units.KindMessage}
+	assistant := units.Unit{ID: "assistant-1", Role: "assistant", Kind: units.KindMessage, Turn: 1}
+	nudge := units.Unit{ID: "nudge-3", Role: "user", Kind: units.KindMessage, Turn: 3}
+	checkpoint := unitSummary("checkpoint-T1", 4, 100)
+	tests := []struct {
+		name string
+		us   []units.Unit
+		want int
+	}{
+		{"empty", nil, 0},
+		{"system prompt and task", []units.Unit{sys, task, assistant}, 2},
+		{"with a memory message before the first step", []units.Unit{sys, task, memory, assistant}, 3},
+		{"a later user message is not head", []units.Unit{sys, task, nudge, assistant}, 2},
+		{"the checkpoint is not head", []units.Unit{sys, task, checkpoint, assistant}, 2},
+		{"nothing before a step", []units.Unit{assistant, sys}, 0},
+	}
+	for _, tt := range tests {
+		if got := StableHead(tt.us); got != tt.want {
+			t.Errorf("%s: StableHead = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

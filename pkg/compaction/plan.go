@@ -1,7 +1,6 @@
 package compaction
 
 import (
-	"context"
 	"math"
 	"slices"
 	"sort"
@@ -56,7 +55,9 @@ type SkipReason string
 // Skip reasons.
 const (
 	// SkipUnachievableRatio: the op cannot reach a useful saving at the
-	// ratio realised so far, or would have to beat the best one realised.
+	// ratio realised so far, or would have to beat the best one realised;
+	// or the plan it belongs to cannot reach the target (at the pressure
+	// tier, or with calls that would cover too little of the way).
 	SkipUnachievableRatio SkipReason = "unachievable_ratio"
 	// SkipBudgetExhausted: this iteration's compactor calls are spent.
 	SkipBudgetExhausted SkipReason = "budget_exhausted"
@@ -69,7 +70,8 @@ const (
 	SkipNoGain SkipReason = "no_gain"
 )
 
-// Result is a plan. The first seven fields are CONTRACT.md's; the rest say
+// Result is a plan. The first seven fields are the stable ones
+// (docs/REFERENCE.md, "Plan"); the rest say
 // how the plan came about.
 type Result struct {
 	Tier         Tier            `json:"tier"`
@@ -89,6 +91,10 @@ type Result struct {
 	// LLMCalls is the number of ops needing a compactor call.
 	LLMCalls int           `json:"llm_calls"`
 	Advisor  AdvisorReport `json:"advisor"`
+	// NearTies are the near-tied candidates the advisor is (or was) asked
+	// to rank, when Options.Advisor is set and there are some: the
+	// question, for the caller to put to the advisor.
+	NearTies []Candidate `json:"near_ties,omitempty"`
 }
 
 // Op is one operation of a plan, in the order it is applied.
@@ -148,23 +154,50 @@ var (
 	}
 )
 
-// Candidate groups: group 1 is everything unprotected; at critical
-// pressure, protected units follow as group 2, and the most recent
-// instruction and active draft come last of all as group 3.
+// OpKinds lists every operation a plan can contain, in the seed design's
+// preference order: what an executor must know how to carry out. OpKeepRaw
+// is not among them; it is never listed in a plan. The list is the
+// planner's own table of ops (every op it plans has a tie-break rank), so
+// an op added to the planner is in it.
+func OpKinds() []OpKind {
+	kinds := make([]OpKind, 0, len(opRank))
+	for k := range opRank {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b OpKind) int { return opRank[a] - opRank[b] })
+	return kinds
+}
+
+// Candidate groups, the order the tiers spend in: group 1 is everything
+// unprotected (tool traces and stale chat). At critical pressure the
+// protected lanes follow: first pointers on source evidence that can be
+// read back (a large source is cheapest to lose whole when one read_file
+// brings it back), then every other op on a protected unit, and the most
+// recent instruction and active draft come last of all.
 const (
 	groupOpen = 1 + iota
+	groupSourcePointers
 	groupProtected
 	groupLatest
 )
 
-// Plan decides how to bring doc under its limit. It is deterministic for
-// the same doc, opts and hist, except where a consulted Advisor reorders
-// near-tied candidates (Result.Advisor says so). Under the normal tier it
-// plans nothing; under pressure and critical tiers it aims for
-// opts.TargetRatio of the limit and stops as soon as it gets there.
-// Errors are only for invalid options or documents; a failing advisor is
-// reported in the plan, never returned.
-func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Advisor) (Result, error) {
+// Plan decides how to bring doc under its limit. It is pure and
+// deterministic: the same doc, opts and hist give the same plan. Under the
+// normal tier it plans nothing; under pressure and critical tiers it aims
+// for opts.TargetRatio of the limit and stops as soon as it gets there. In
+// tiered_adaptive mode a plan at the pressure tier that cannot get there
+// is not carried out: its ops come back as skips (see feasibility).
+// With opts.Advisor set, near-tied candidates are returned in
+// Result.NearTies (advisor status pending) for the caller to ask about;
+// ApplyAdvice folds the answer in. Errors are only for invalid options or
+// documents.
+func Plan(doc Document, opts Options, hist History) (Result, error) {
+	return planWith(doc, opts, hist, nil)
+}
+
+// planWith is Plan with the advisor's order of the near-tied candidates
+// applied, when advice is not nil.
+func planWith(doc Document, opts Options, hist History, advice []string) (Result, error) {
 	if err := opts.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -178,8 +211,8 @@ func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Adv
 		TokensBefore: units.Total(v.us),
 		Advisor:      AdvisorReport{Status: AdvisorOff},
 	}
-	p := &planner{v: v, opts: opts, hist: hist, adaptive: opts.Mode == ModeTieredAdaptive}
-	if p.advisorEnabled(adv) {
+	p := &planner{v: v, opts: opts, hist: hist, adaptive: opts.Mode == ModeTieredAdaptive, advice: advice}
+	if p.advisorEnabled() {
 		r.Advisor.Status = AdvisorNotNeeded
 	}
 	ratio := float64(r.TokensBefore) / float64(doc.LimitTokens)
@@ -198,9 +231,9 @@ func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Adv
 	if opts.Mode == ModeLegacy {
 		p.legacy(&r)
 	} else {
-		p.tiered(ctx, &r, adv)
+		p.tiered(&r)
 		if p.adaptive {
-			p.dropFutileCalls(&r, doc.LimitTokens)
+			p.feasibility(&r, doc.LimitTokens)
 		}
 	}
 	r.TokensAfter = r.TokensBefore
@@ -214,25 +247,74 @@ func Plan(ctx context.Context, doc Document, opts Options, hist History, adv Adv
 	return r, nil
 }
 
-// dropFutileCalls is the plan-level feasibility gate. When the plan cannot
-// reach the target and its compactor calls would cover less than
-// MinTargetShare of the way there, the calls are not worth making: the free
-// ops (pointers, cached results) stay. At the critical tier that holds only
-// if the free ops alone bring the context under the pressure threshold, so
-// that the next step is not at risk of overflowing.
-func (p *planner) dropFutileCalls(r *Result, limit int) {
+// feasibility is the plan-level gate of adaptive mode, for a plan that
+// cannot reach its target.
+//
+// At the pressure tier such a plan is not carried out at all: compaction
+// is a hysteresis, from the pressure threshold down to a target well below
+// it, done once and deep rather than a few hundred tokens at every step.
+// Every rewrite breaks the provider's prompt cache from the first changed
+// unit on, so a plan that stops short of the target would pay that price
+// and be followed by another compaction a step or two later. The context
+// keeps its cache until the critical tier, where protected lanes may give
+// way and the target can be reached. One exception: when one more step as
+// large as the largest in view would take the context past the limit, and
+// the plan is what keeps it within and covers at least MinTargetShare of
+// the way to the target, the plan is carried out, short of the target as
+// it is: the builder asks again after that step, and should not find the
+// context over its window. A plan that would not keep it within changes
+// nothing about that risk, and one that covers only a sliver of the way is
+// no relief: they wait all the same.
+//
+// At the critical tier the plan's compactor calls are dropped when they
+// would cover less than MinTargetShare of the way there, keeping the free
+// ops (pointers, cached results), but only if the free ops alone bring the
+// context under the pressure threshold, so that the next step is not at
+// risk of overflowing, and only if the plan touches no protected unit: a
+// merge of old traces and chat is never given up for free pointers on the
+// protected lanes.
+func (p *planner) feasibility(r *Result, limit int) {
 	saved, callSaved := 0, 0
+	trespass := false
 	for _, op := range r.Ops {
 		saved += op.TokensSaved
 		if op.LLMCall && !op.Cached {
 			callSaved += op.TokensSaved
 		}
+		trespass = trespass || p.protectedLane(op.Lane)
 	}
-	need := r.TokensBefore - r.TargetTokens
-	if r.TokensBefore-saved <= r.TargetTokens || callSaved == 0 || float64(callSaved) >= p.opts.MinTargetShare*float64(need) {
+	if r.TokensBefore-saved <= r.TargetTokens || len(r.Ops) == 0 {
 		return
 	}
-	if r.Tier == TierCritical && float64(r.TokensBefore-(saved-callSaved)) >= p.opts.PressureRatio*float64(limit) {
+	need := r.TokensBefore - r.TargetTokens
+	step := p.v.largestStep()
+	relief := r.TokensBefore+step > limit && r.TokensBefore-saved+step <= limit && float64(saved) >= p.opts.MinTargetShare*float64(need)
+	if r.Tier == TierPressure && !relief {
+		for _, op := range r.Ops {
+			us := op.Units // a merge's, its first unit included
+			if len(us) == 0 {
+				us = []string{op.Unit}
+			}
+			for _, u := range us {
+				r.Skipped = append(r.Skipped, Skip{Unit: u, Reason: SkipUnachievableRatio, Op: op.Op, Label: op.Label})
+			}
+		}
+		r.Ops = r.Ops[:0]
+		p.sortSkips(r)
+		// Nothing is carried out, so there is nothing to ask the advisor.
+		if r.Advisor.Status == AdvisorPending {
+			r.Advisor = AdvisorReport{Status: AdvisorNotNeeded}
+			r.NearTies = nil
+		}
+		return
+	}
+	if r.Tier == TierPressure {
+		return // the plan keeps the next step within the limit
+	}
+	if trespass || callSaved == 0 || float64(callSaved) >= p.opts.MinTargetShare*float64(need) {
+		return
+	}
+	if float64(r.TokensBefore-(saved-callSaved)) >= p.opts.PressureRatio*float64(limit) {
 		return
 	}
 	kept := r.Ops[:0]
@@ -244,6 +326,17 @@ func (p *planner) dropFutileCalls(r *Result, limit int) {
 		kept = append(kept, op)
 	}
 	r.Ops = kept
+	p.sortSkips(r)
+}
+
+// sortSkips puts r.Skipped back in document order after ops were turned
+// into skips.
+func (p *planner) sortSkips(r *Result) {
+	at := make(map[string]int, len(p.v.us))
+	for i, u := range p.v.us {
+		at[u.ID] = i
+	}
+	sort.SliceStable(r.Skipped, func(a, b int) bool { return at[r.Skipped[a].Unit] < at[r.Skipped[b].Unit] })
 }
 
 type planner struct {
@@ -252,6 +345,9 @@ type planner struct {
 	hist     History
 	adaptive bool
 	tier     Tier
+	// advice is the advisor's order of the near-tied candidates, nil
+	// without one.
+	advice []string
 }
 
 // candidate is one op the planner could apply.
@@ -271,6 +367,10 @@ type candidate struct {
 	key     string
 	pointer string
 	gate    SkipReason // the static gate it fails, "" if none
+	// stage orders candidates within a group before their score: in
+	// adaptive mode a rewrite of a single unit waits for the checkpoint
+	// merge (see before).
+	stage int
 }
 
 func (c *candidate) unit() int { return c.members[0] }
@@ -290,10 +390,10 @@ func (p *planner) protectedLane(l Lane) bool {
 }
 
 // tiered plans by harm per token saved under the tier's lane rules.
-func (p *planner) tiered(ctx context.Context, r *Result, adv Advisor) {
+func (p *planner) tiered(r *Result) {
 	cands, protected := p.candidates()
 	static := p.staticGates(cands)
-	p.advise(ctx, cands, adv, &r.Advisor)
+	p.advise(cands, r)
 	used, dynamic := p.schedule(cands, r)
 	for i, u := range p.v.us {
 		var s Skip
@@ -453,11 +553,20 @@ func (p *planner) schedule(cands []*candidate, r *Result) (used []bool, dynamic 
 	return used, dynamic
 }
 
-// before orders candidates: group, then harm per token saved, then the
-// larger saving, then document order, then the seed design's op order.
+// before orders candidates: group, then stage, then harm per token saved,
+// then the larger saving, then document order, then the seed design's op
+// order. In adaptive mode single-unit rewrites are a later stage than
+// pointers and the checkpoint merge: the merge rewrites the oldest run of
+// stale units as one block with one call, where rewriting them one by one
+// would spend a call each (a short budget would be gone before the run
+// is) and leave stale units scattered between the rewrites, for the next
+// compaction to come back to and break the prompt cache there again.
 func (p *planner) before(a, b *candidate) bool {
 	if a.group != b.group {
 		return a.group < b.group
+	}
+	if a.stage != b.stage {
+		return a.stage < b.stage
 	}
 	if a.score != b.score {
 		return a.score < b.score
@@ -514,6 +623,12 @@ func (p *planner) single(i int, op OpKind, group int, pointer string) *candidate
 		op: op, members: []int{i}, lane: v.lanes[i], group: group,
 		tokens: v.us[i].Tokens, label: Label(op, v.tool[i], v.lanes[i]),
 		llm: op != OpReplaceWithPointer, pointer: pointer,
+	}
+	if op == OpReplaceWithPointer && group == groupProtected && v.lanes[i] == LaneSourceEvidence {
+		c.group = groupSourcePointers
+	}
+	if p.adaptive && c.llm {
+		c.stage = 1
 	}
 	p.finish(c, p.unitHarm(i, op))
 	return c
@@ -584,7 +699,7 @@ func (p *planner) finish(c *candidate, harm float64) {
 			// A checkpoint carries its frame (header, the four section
 			// headings, the facts it must name) whatever it merges, so a
 			// small merge can grow the context.
-			c.output += p.opts.CheckpointOverheadTokens
+			c.output += p.opts.CheckpointOverhead
 		}
 	}
 	c.saved = c.tokens - c.output

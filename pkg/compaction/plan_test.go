@@ -3,6 +3,8 @@ package compaction
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +31,7 @@ func pressureDoc(limit int) Document {
 
 func TestPlanNormalTierPlansNothing(t *testing.T) {
 	doc := pressureDoc(20000) // 0.38 of the limit
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	r := mustPlan(t, doc, DefaultOptions(), History{})
 	if r.Tier != TierNormal || len(r.Ops) != 0 || len(r.Skipped) != 0 {
 		t.Fatalf("normal tier: tier %s, ops %v, skipped %v", r.Tier, r.Ops, r.Skipped)
 	}
@@ -52,26 +54,45 @@ func TestPlanTierThresholds(t *testing.T) {
 		{8501, TierPressure},
 	}
 	for _, tt := range tests {
-		r := mustPlan(t, pressureDoc(tt.limit), DefaultOptions(), History{}, nil)
+		r := mustPlan(t, pressureDoc(tt.limit), DefaultOptions(), History{})
 		if r.Tier != tt.want {
 			t.Errorf("7650 of %d tokens: tier %s, want %s", tt.limit, r.Tier, tt.want)
 		}
-		if r.Tier != TierNormal && r.TargetTokens != tt.limit/2 {
-			t.Errorf("target %d, want half the limit %d", r.TargetTokens, tt.limit/2)
+		if want := int(0.35 * float64(tt.limit)); r.Tier != TierNormal && r.TargetTokens != want {
+			t.Errorf("target %d, want the default 35%% of the limit, %d", r.TargetTokens, want)
 		}
 	}
 }
 
 func TestPlanPressureCompactsTracesAndProtectsLanes(t *testing.T) {
-	r := mustPlan(t, pressureDoc(10000), DefaultOptions(), History{}, nil)
+	// Tiered rewrites the two traces by harm per token; tiered_adaptive
+	// merges the oldest run (the first trace with the chat around it) into
+	// the checkpoint in one call first, then rewrites the other trace.
+	for _, tt := range []struct {
+		mode Mode
+		ops  []string
+		kind []OpKind
+	}{
+		{ModeTiered, []string{"test-run", "vet-run"}, []OpKind{OpCompactToolOutput, OpCompactToolOutput}},
+		{ModeTieredAdaptive, []string{"assistant-2", "vet-run"}, []OpKind{OpCheckpointMerge, OpCompactToolOutput}},
+	} {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			r := mustPlan(t, pressureDoc(10000), opts(func(o *Options) { halfTarget(o); o.Mode = tt.mode }), History{})
+			checkPressurePlan(t, r, tt.ops, tt.kind)
+		})
+	}
+}
+
+func checkPressurePlan(t *testing.T, r Result, ops []string, kinds []OpKind) {
+	t.Helper()
 	if r.Tier != TierPressure {
 		t.Fatalf("tier %s", r.Tier)
 	}
-	if got := opUnits(r); !slices.Equal(got, []string{"test-run", "vet-run"}) {
-		t.Fatalf("ops on %v, want the two tool traces, larger saving first", got)
+	if got := opUnits(r); !slices.Equal(got, ops) {
+		t.Fatalf("ops on %v, want %v", got, ops)
 	}
-	for _, op := range r.Ops {
-		if op.Op != OpCompactToolOutput || op.Lane != LaneToolTrace || !op.LLMCall {
+	for k, op := range r.Ops {
+		if op.Op != kinds[k] || (op.Lane != LaneToolTrace && op.Lane != LaneHistoricalChat) || !op.LLMCall {
 			t.Errorf("op %+v", op)
 		}
 	}
@@ -113,18 +134,12 @@ func TestPlanCriticalTouchesProtectedLanesOnlyAsLastResort(t *testing.T) {
 	// 6560 tokens. At 7000 (0.94) the target 3500 needs the drafts; at
 	// 7200 (0.91) the target 3600 too, but less of them.
 	t.Run("unprotected units first, latest draft and instruction last", func(t *testing.T) {
-		r := mustPlan(t, criticalDoc(7000), DefaultOptions(), History{}, nil)
+		r := mustPlan(t, criticalDoc(7000), DefaultOptions(), History{})
 		if r.Tier != TierCritical {
 			t.Fatalf("tier %s", r.Tier)
 		}
-		order := map[string]int{}
-		for k, op := range r.Ops {
-			order[op.Unit] = k
-		}
-		trace, ok1 := order["trace"]
-		old, ok2 := order["c-draft-a"]
-		latest, ok3 := order["c-notes"]
-		if !ok1 || !ok2 || !ok3 {
+		trace, old, latest := opIndex(r, "trace"), opIndex(r, "c-draft-a"), opIndex(r, "c-notes")
+		if trace < 0 || old < 0 || latest < 0 {
 			t.Fatalf("ops %v: want the trace, then the old draft, then the latest draft", opUnits(r))
 		}
 		if !(trace < old && old < latest) {
@@ -140,7 +155,7 @@ func TestPlanCriticalTouchesProtectedLanesOnlyAsLastResort(t *testing.T) {
 		doc := criticalDoc(11500)
 		setTokens(doc, "trace", 5000)
 		doc.Units[3].Artifact = "art-trace"
-		r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+		r := mustPlan(t, doc, opts(halfTarget), History{})
 		if r.Tier != TierCritical || !r.TargetMet {
 			t.Fatalf("tier %s met %v", r.Tier, r.TargetMet)
 		}
@@ -156,7 +171,7 @@ func TestPlanCriticalTouchesProtectedLanesOnlyAsLastResort(t *testing.T) {
 		}
 	})
 	t.Run("at pressure the same drafts are never touched", func(t *testing.T) {
-		r := mustPlan(t, criticalDoc(8000), DefaultOptions(), History{}, nil) // 0.82
+		r := mustPlan(t, criticalDoc(8000), DefaultOptions(), History{}) // 0.82
 		if r.Tier != TierPressure {
 			t.Fatalf("tier %s", r.Tier)
 		}
@@ -184,9 +199,10 @@ func tracesDoc(limit int) Document {
 }
 
 func TestPlanOrdersByHarmPerTokenSaved(t *testing.T) {
-	// 7530 tokens of a 7600 limit: critical, target 3800; nothing is
-	// protected, so every op is in one group.
-	r := mustPlan(t, tracesDoc(7600), opts(func(o *Options) { o.MaxCallsPerIteration = 10 }), History{}, nil)
+	// 7630 tokens of a 7600 limit: critical; nothing is protected, so
+	// every op is in one group. Merges are cooled down: single rewrites
+	// are ordered among themselves.
+	r := mustPlan(t, tracesDoc(7600), opts(func(o *Options) { o.MaxCallsPerIteration = 10 }), History{CooldownUntil: noMerge})
 	if len(r.Ops) < 3 {
 		t.Fatalf("ops %v", r.Ops)
 	}
@@ -203,7 +219,7 @@ func TestPlanOrdersByHarmPerTokenSaved(t *testing.T) {
 
 func TestPlanStopsAsSoonAsTargetIsMet(t *testing.T) {
 	for _, limit := range []int{7600, 8000, 9000, 10000} {
-		r := mustPlan(t, tracesDoc(limit), opts(func(o *Options) { o.MaxCallsPerIteration = 10 }), History{}, nil)
+		r := mustPlan(t, tracesDoc(limit), opts(func(o *Options) { o.MaxCallsPerIteration = 10 }), History{})
 		if r.Tier == TierNormal {
 			continue
 		}
@@ -247,7 +263,7 @@ func TestPlanNeverSplitsACallFromItsResult(t *testing.T) {
 	docs["stored bundles"] = stored
 	for _, mode := range []Mode{ModeLegacy, ModeTiered, ModeTieredAdaptive} {
 		for name, doc := range docs {
-			r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = mode }), History{}, nil)
+			r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = mode }), History{})
 			if r.Tier == TierNormal {
 				t.Fatalf("%s: nothing to plan", name)
 			}
@@ -292,26 +308,28 @@ func TestPlanFeasibilityGate(t *testing.T) {
 	t.Run("realised ratio makes compaction useless", func(t *testing.T) {
 		// Merging into the checkpoint is no way out either.
 		h := History{Ratios: map[string][]float64{"compact_tool_output:run": {0.9, 0.95}, "checkpoint_merge": {0.92}}}
-		r := mustPlan(t, pressureDoc(10000), DefaultOptions(), h, nil)
+		r := mustPlan(t, pressureDoc(10000), DefaultOptions(), h)
 		for _, id := range []string{"test-run", "vet-run"} {
 			if s, ok := skipOf(r, id); !ok || s.Reason != SkipUnachievableRatio || s.Op != OpCompactToolOutput {
 				t.Errorf("%s: %+v, want unachievable_ratio for compact_tool_output", id, s)
 			}
 		}
 		// The same history is ignored by the static tiered mode.
-		r = mustPlan(t, pressureDoc(10000), opts(func(o *Options) { o.Mode = ModeTiered }), h, nil)
+		r = mustPlan(t, pressureDoc(10000), opts(func(o *Options) { o.Mode = ModeTiered }), h)
 		if _, ok := opOn(r, "test-run"); !ok {
 			t.Errorf("tiered mode used realised ratios: %+v", r.Skipped)
 		}
 	})
 	t.Run("required ratio below the best achieved", func(t *testing.T) {
 		// 8000 tokens asked into 1024 is 0.128, but 0.3 is the best ever.
-		doc := newDoc(16000, 10, "fix").
+		// 11240 tokens of 12000: critical, where a plan short of the
+		// target is still carried out.
+		doc := newDoc(12000, 10, "fix").
 			tool("huge", 2, "run", runArgs("make all"), 20, 8000, "log").
 			tool("mid", 3, "run", runArgs("make lint"), 20, 3000, "lint").
 			build()
 		h := History{Ratios: map[string][]float64{"compact_tool_output:run": {0.3, 0.35}, "checkpoint_merge": {0.3}}}
-		r := mustPlan(t, doc, DefaultOptions(), h, nil)
+		r := mustPlan(t, doc, DefaultOptions(), h)
 		if s, ok := skipOf(r, "huge"); !ok || s.Reason != SkipUnachievableRatio {
 			t.Errorf("huge: %+v, want unachievable_ratio", s)
 		}
@@ -319,20 +337,20 @@ func TestPlanFeasibilityGate(t *testing.T) {
 			t.Errorf("mid: %+v, want compacted at the realised mean 0.325", op)
 		}
 		// Without history the floor is MinFeasibleRatio and 0.128 passes.
-		r = mustPlan(t, doc, DefaultOptions(), History{CooldownUntil: noMerge}, nil)
+		r = mustPlan(t, doc, DefaultOptions(), History{CooldownUntil: noMerge})
 		if op, ok := opOn(r, "huge"); !ok || op.OutputTokens != 1024 {
 			t.Errorf("huge without history: %+v", op)
 		}
 	})
 	t.Run("an unreusable unit gets no pointer fallback, a reusable one does", func(t *testing.T) {
 		h := History{Ratios: map[string][]float64{"compact_tool_output:run": {0.9}}, CooldownUntil: noMerge}
-		doc := pressureDoc(10000)
+		doc := pressureDoc(8400) // critical: the pointer goes ahead short of the target
 		for i := range doc.Units {
 			if doc.Units[i].ID == "test-run" {
 				doc.Units[i].Artifact = "art-1"
 			}
 		}
-		r := mustPlan(t, doc, DefaultOptions(), h, nil)
+		r := mustPlan(t, doc, DefaultOptions(), h)
 		op, ok := opOn(r, "test-run")
 		if !ok || op.Op != OpReplaceWithPointer || op.Pointer != "artifact:art-1" || op.LLMCall {
 			t.Errorf("test-run: %+v, want a pointer to its artifact", op)
@@ -342,7 +360,7 @@ func TestPlanFeasibilityGate(t *testing.T) {
 
 func TestPlanCallBudget(t *testing.T) {
 	o := opts(func(o *Options) { o.MaxCallsPerIteration = 1 })
-	r := mustPlan(t, tracesDoc(7600), o, History{}, nil)
+	r := mustPlan(t, tracesDoc(7600), o, History{})
 	if r.LLMCalls != 1 {
 		t.Errorf("%d calls planned, budget 1", r.LLMCalls)
 	}
@@ -356,7 +374,7 @@ func TestPlanCallBudget(t *testing.T) {
 		t.Errorf("no budget_exhausted skip: %+v", r.Skipped)
 	}
 	// Calls already made this iteration count.
-	r = mustPlan(t, tracesDoc(7600), DefaultOptions(), History{CallsThisIteration: 4}, nil)
+	r = mustPlan(t, tracesDoc(7600), DefaultOptions(), History{CallsThisIteration: 4})
 	if r.LLMCalls != 0 || len(r.Ops) != 0 {
 		t.Errorf("budget spent, still planned %+v", r.Ops)
 	}
@@ -370,12 +388,12 @@ func TestPlanCallBudget(t *testing.T) {
 			doc.Units[i].Artifact = "art-t1"
 		}
 	}
-	r = mustPlan(t, doc, DefaultOptions(), History{CallsThisIteration: 4}, nil)
+	r = mustPlan(t, doc, DefaultOptions(), History{CallsThisIteration: 4})
 	if op, ok := opOn(r, "t1"); !ok || op.Op != OpReplaceWithPointer {
 		t.Errorf("pointer refused for lack of budget: %+v", r.Ops)
 	}
 	// The tiered mode has no budget.
-	r = mustPlan(t, tracesDoc(7600), opts(func(o *Options) { o.Mode = ModeTiered; o.MaxCallsPerIteration = 1 }), History{}, nil)
+	r = mustPlan(t, tracesDoc(7600), opts(func(o *Options) { o.Mode = ModeTiered; o.MaxCallsPerIteration = 1 }), History{})
 	if r.LLMCalls <= 1 {
 		t.Errorf("tiered mode applied the call budget: %d calls", r.LLMCalls)
 	}
@@ -407,7 +425,7 @@ func TestPlanCooldown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The fixture's units are small: a lower no-gain floor lets the
 			// cooldown, not the floor, decide.
-			r := mustPlan(t, pressureDoc(10000), opts(func(o *Options) { o.MinGainTokens = 50 }), withNoMerge(tt.hist), nil)
+			r := mustPlan(t, pressureDoc(10000), opts(func(o *Options) { halfTarget(o); o.MinGainTokens = 50 }), withNoMerge(tt.hist))
 			s, skipped := skipOf(r, "test-run")
 			if tt.cool != (skipped && s.Reason == SkipCooldown) {
 				t.Errorf("test-run: skip %+v (listed %v), cooldown expected %v", s, skipped, tt.cool)
@@ -420,29 +438,29 @@ func TestPlanCooldown(t *testing.T) {
 	// Overshoots recorded through RecordOutcome start the cooldown. They
 	// were another unit's (a unit already compacted is not compacted again),
 	// with the same label.
-	o := DefaultOptions()
+	o := opts(halfTarget)
 	o.MinGainTokens = 50
 	h := withNoMerge(History{Iteration: 3})
 	op := Op{Unit: "earlier-test-run", Op: OpCompactToolOutput, Label: label, Tokens: 3000, OutputTokens: 750, LLMCall: true}
 	h.RecordOutcome(op, 900, o)
-	r := mustPlan(t, pressureDoc(10000), o, h, nil)
+	r := mustPlan(t, pressureDoc(10000), o, h)
 	if _, ok := opOn(r, "test-run"); !ok {
 		t.Errorf("one overshoot is not yet a cooldown: %+v", r.Skipped)
 	}
 	h.RecordOutcome(op, 880, o)
-	r = mustPlan(t, pressureDoc(10000), o, h, nil)
+	r = mustPlan(t, pressureDoc(10000), o, h)
 	if s, _ := skipOf(r, "test-run"); s.Reason != SkipCooldown {
 		t.Errorf("after two overshoots: %+v", s)
 	}
 	for it := 4; it <= 6; it++ {
 		h.StartIteration(it)
-		r = mustPlan(t, pressureDoc(10000), o, h, nil)
+		r = mustPlan(t, pressureDoc(10000), o, h)
 		if s, _ := skipOf(r, "test-run"); s.Reason != SkipCooldown {
 			t.Errorf("iteration %d: cooldown of %d iterations over early: %+v", it, o.CooldownIterations, s)
 		}
 	}
 	h.StartIteration(7)
-	r = mustPlan(t, pressureDoc(10000), o, h, nil)
+	r = mustPlan(t, pressureDoc(10000), o, h)
 	if _, ok := opOn(r, "test-run"); !ok {
 		t.Errorf("iteration 7: cooldown should be over: %+v", r.Skipped)
 	}
@@ -453,7 +471,7 @@ func TestPlanNoGain(t *testing.T) {
 		tool("small", 2, "run", runArgs("true"), 10, 60, "exit code 0").
 		tool("big", 3, "run", runArgs("make"), 10, 600, strings.Repeat("cc -o x\n", 80)).
 		build()
-	r := mustPlan(t, doc, DefaultOptions(), History{CooldownUntil: noMerge}, nil)
+	r := mustPlan(t, doc, opts(halfTarget), History{CooldownUntil: noMerge})
 	if s, ok := skipOf(r, "small"); !ok || s.Reason != SkipNoGain {
 		t.Errorf("small: %+v (listed %v), want no_gain: 60 tokens at 0.25 saves 45 < 50", s, ok)
 	}
@@ -461,22 +479,25 @@ func TestPlanNoGain(t *testing.T) {
 		t.Errorf("big not planned: %+v", r)
 	}
 	// The threshold is a knob.
-	r = mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens = 10 }), History{CooldownUntil: noMerge}, nil)
+	r = mustPlan(t, doc, opts(func(o *Options) { halfTarget(o); o.MinGainTokens = 10 }), History{CooldownUntil: noMerge})
 	if s, ok := skipOf(r, "small"); ok && s.Reason == SkipNoGain {
 		t.Errorf("small skipped with MinGainTokens 10: %+v", s)
 	}
 }
 
 func TestPlanCachedOpCostsNoCall(t *testing.T) {
-	doc := pressureDoc(10000)
-	first := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	// Critical (7650 of 8400), so that the plan goes ahead whatever the
+	// budget leaves of it; merges cooled down, for the single rewrite.
+	doc := pressureDoc(8400)
+	o := opts(halfTarget)
+	first := mustPlan(t, doc, o, History{CooldownUntil: noMerge})
 	op, ok := opOn(first, "test-run")
 	if !ok || op.CacheKey == "" || !op.LLMCall {
 		t.Fatalf("test-run: %+v", op)
 	}
 	// No budget left this iteration, but the result is cached.
-	h := History{CallsThisIteration: 4, Cached: map[string]bool{op.CacheKey: true}}
-	r := mustPlan(t, doc, DefaultOptions(), h, nil)
+	h := History{CallsThisIteration: 4, Cached: map[string]bool{op.CacheKey: true}, CooldownUntil: noMerge}
+	r := mustPlan(t, doc, o, h)
 	got, ok := opOn(r, "test-run")
 	if !ok || got.LLMCall || !got.Cached || got.CacheKey != op.CacheKey {
 		t.Errorf("cached op: %+v (planned %v)", got, ok)
@@ -492,12 +513,11 @@ func TestPlanCachedOpCostsNoCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultOptions()
 	if k := CacheKey(payload, op.OutputTokens, op.Label, o.Model, o.PromptVersion); k != op.CacheKey {
 		t.Errorf("CacheKey(OpPayload(op)) = %s, op says %s", k, op.CacheKey)
 	}
 	// Another model or prompt version is another key.
-	r = mustPlan(t, doc, opts(func(o *Options) { o.Model = "other" }), h, nil)
+	r = mustPlan(t, doc, opts(func(o *Options) { halfTarget(o); o.Model = "other" }), h)
 	if got, _ := opOn(r, "test-run"); got.Cached {
 		t.Errorf("a result of another model counted as cached")
 	}
@@ -506,7 +526,7 @@ func TestPlanCachedOpCostsNoCall(t *testing.T) {
 func TestPlanModes(t *testing.T) {
 	doc := loadDoc(t, "testdata/release_notes.json")
 	t.Run("legacy: one summary of everything but system, task and the last turn", func(t *testing.T) {
-		r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = ModeLegacy }), History{}, nil)
+		r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = ModeLegacy }), History{})
 		if len(r.Ops) != 1 || r.Ops[0].Op != OpCheckpointMerge {
 			t.Fatalf("ops %+v", r.Ops)
 		}
@@ -526,13 +546,12 @@ func TestPlanModes(t *testing.T) {
 		}
 	})
 	t.Run("tiered: lanes, no budget, no realised ratios, no advisor", func(t *testing.T) {
-		adv := &countingAdvisor{answer: []byte(`[]`)}
 		h := History{Ratios: map[string][]float64{"compact_tool_output:run": {0.95}}, CallsThisIteration: 4}
-		r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = ModeTiered }), h, adv)
+		r := mustPlan(t, doc, opts(func(o *Options) { o.Mode = ModeTiered; o.Advisor = true }), h)
 		if op, ok := opOn(r, "tool-47-0"); !ok || op.OutputTokens != 106 {
 			t.Errorf("tiered used realised ratios or the budget: %+v", op)
 		}
-		if adv.calls != 0 || r.Advisor.Status != AdvisorOff {
+		if len(r.NearTies) != 0 || r.Advisor.Status != AdvisorOff {
 			t.Errorf("tiered consulted the advisor: %+v", r.Advisor)
 		}
 		if s, ok := skipOf(r, "critique-52"); !ok || s.Reason != SkipProtectedLane {
@@ -541,7 +560,7 @@ func TestPlanModes(t *testing.T) {
 	})
 	t.Run("tiered_adaptive: realised ratios and budget apply", func(t *testing.T) {
 		h := History{Ratios: map[string][]float64{"compact_tool_output:run": {0.95}}, CooldownUntil: noMerge}
-		r := mustPlan(t, doc, DefaultOptions(), h, nil)
+		r := mustPlan(t, doc, DefaultOptions(), h)
 		if s, ok := skipOf(r, "tool-47-0"); !ok || s.Reason != SkipUnachievableRatio {
 			t.Errorf("tool-47-0: %+v", s)
 		}
@@ -550,8 +569,9 @@ func TestPlanModes(t *testing.T) {
 
 func TestPlanCheckpointMergeIsIncremental(t *testing.T) {
 	// Ten short messages: each too small to compact on its own, together
-	// worth merging. 950 tokens of 1300, target 650.
-	b := newDoc(1300, 12, "fix").add(unitSummary("checkpoint-1", 1, 300))
+	// worth merging. 950 tokens of 1050: critical, where a merge short of
+	// the target is still made.
+	b := newDoc(1050, 12, "fix").add(unitSummary("checkpoint-1", 1, 300))
 	var stale []string
 	for k := 2; k < 12; k++ {
 		id := fmt.Sprintf("assistant-%d", k)
@@ -559,7 +579,7 @@ func TestPlanCheckpointMergeIsIncremental(t *testing.T) {
 		b.msg(id, "assistant", k-1, 40, "Step "+id+" looked at the build.")
 	}
 	doc := b.msg("assistant-12", "assistant", 12, 50, "now").build()
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	r := mustPlan(t, doc, DefaultOptions(), History{})
 	var merge *Op
 	for k := range r.Ops {
 		if r.Ops[k].Op == OpCheckpointMerge {
@@ -584,26 +604,27 @@ func TestPlanCheckpointMergeIsIncremental(t *testing.T) {
 }
 
 func TestPlanRecentTurnsStayRaw(t *testing.T) {
-	// 3020 tokens of 3600: the target 1800 needs both outputs compacted.
-	doc := newDoc(3600, 10, "fix").
+	// 3020 tokens of 3300: critical, and the target 1155 needs both
+	// outputs compacted.
+	doc := newDoc(3300, 10, "fix").
 		tool("old", 5, "run", runArgs("make"), 10, 1400, "log").
 		tool("new", 9, "run", runArgs("make"), 10, 1400, "log").
 		build()
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
+	r := mustPlan(t, doc, DefaultOptions(), History{})
 	if _, ok := opOn(r, "new"); ok {
 		t.Errorf("a unit of the last 2 turns was compacted")
 	}
 	if _, ok := opOn(r, "old"); !ok {
 		t.Errorf("old not compacted: %+v", r)
 	}
-	r = mustPlan(t, doc, opts(func(o *Options) { o.RecentTurns = 0 }), History{}, nil)
+	r = mustPlan(t, doc, opts(func(o *Options) { o.RecentTurns = 0 }), History{})
 	if _, ok := opOn(r, "new"); !ok {
 		t.Errorf("RecentTurns 0 still protects the last turns: %+v", r.Ops)
 	}
 }
 
 func TestPlanRejectsInvalidOptions(t *testing.T) {
-	_, err := Plan(t.Context(), pressureDoc(10000), Options{}, History{}, nil)
+	_, err := Plan(pressureDoc(10000), Options{}, History{})
 	if err == nil || !strings.Contains(err.Error(), "Mode") {
 		t.Errorf("zero Options: %v", err)
 	}
@@ -622,7 +643,8 @@ func setTokens(doc Document, id string, n int) {
 }
 
 func TestPlanDraftingProtectsSourceEvidence(t *testing.T) {
-	// 4080 tokens of 5500, target 2750: the trace alone is not enough.
+	// 4080 tokens of 5500: pressure, target 1925. The source's pointer
+	// and the trace reach it; the trace alone does not.
 	doc := newDoc(5500, 10, "fix the loader").
 		tool("src", 2, "read_file", pathArgs("config/load.go"), 10, 2000, "package config\nfunc Load() {}").
 		tool("w", 3, "write_file", writeArgs("notes.md", "Loader notes: see config/load.go for the defaults."), 300, 10, "wrote").
@@ -635,21 +657,33 @@ func TestPlanDraftingProtectsSourceEvidence(t *testing.T) {
 	if Classify(doc)["src"] != LaneSourceEvidence {
 		t.Fatalf("src is not source evidence: %v", Classify(doc))
 	}
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
-	if op, ok := opOn(r, "src"); !ok || op.Op != OpReplaceWithPointer || op.Pointer != "file:config/load.go" {
+	r := mustPlan(t, doc, DefaultOptions(), History{})
+	if op, ok := opOn(r, "src"); !ok || op.Op != OpReplaceWithPointer || op.Pointer != "file:config/load.go" || !r.TargetMet {
 		t.Errorf("exploring: source evidence is fair game at pressure, got %+v", r.Ops)
 	}
 	for _, phase := range []Phase{PhaseDrafting, PhaseFinalizing} {
 		doc.Task.Phase = phase
-		r = mustPlan(t, doc, DefaultOptions(), History{}, nil)
+		r = mustPlan(t, doc, DefaultOptions(), History{})
 		if r.Phase != phase {
 			t.Errorf("plan phase %s", r.Phase)
 		}
 		if s, ok := skipOf(r, "src"); !ok || s.Reason != SkipProtectedLane {
 			t.Errorf("%s: source evidence %+v, want protected_lane", phase, s)
 		}
-		if _, ok := opOn(r, "trace"); !ok {
-			t.Errorf("%s: the trace is still compacted: %+v", phase, r.Ops)
+		// Without the source the trace cannot reach the target, and one
+		// more step like the source's read would not fit: the trace is
+		// compacted now, short of the target.
+		if opIndex(r, "trace") < 0 || r.TargetMet {
+			t.Errorf("%s: ops %+v: want the trace compacted", phase, r.Ops)
+		}
+		// At the critical tier the trace goes first, then the source's
+		// pointer; the draft stays raw.
+		crit := doc
+		crit.LimitTokens = 4400
+		r = mustPlan(t, crit, DefaultOptions(), History{})
+		trace, src := opIndex(r, "trace"), opIndex(r, "src")
+		if r.Tier != TierCritical || trace < 0 || src < trace || r.Ops[src].Op != OpReplaceWithPointer || opIndex(r, "c-w") >= 0 {
+			t.Errorf("%s, critical: ops %+v: want the trace, then the source's pointer, the draft raw", phase, r.Ops)
 		}
 	}
 }
@@ -667,7 +701,7 @@ func TestPlanMergesWholeBundles(t *testing.T) {
 			Calls: []units.Call{{ID: "r2", Name: "run", Args: runArgs("make test")}}},
 		units.Unit{ID: "tool-3-0", Role: "tool", Kind: units.KindToolResult, Tool: "run", CallID: "r2", Content: "ok", Turn: 3, Tokens: 30},
 	)
-	r := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens, o.CheckpointOverheadTokens = 300, 0 }), History{}, nil)
+	r := mustPlan(t, doc, opts(func(o *Options) { halfTarget(o); o.MinGainTokens, o.CheckpointOverhead = 300, 0 }), History{})
 	var merged []string
 	for _, op := range r.Ops {
 		if op.Op == OpCheckpointMerge {
@@ -684,14 +718,14 @@ func TestPlanMergesWholeBundles(t *testing.T) {
 
 func TestPlanDoesNotRecompact(t *testing.T) {
 	o := opts(func(o *Options) { o.MinGainTokens = 50 })
-	r := mustPlan(t, pressureDoc(10000), o, History{}, nil)
+	r := mustPlan(t, pressureDoc(10000), o, History{})
 	if op, ok := opOn(r, "test-run"); !ok || !op.LLMCall {
 		t.Fatalf("fixture: want an LLM op on test-run, got %+v", r.Ops)
 	}
 	// The same unit once compacted (its content now a rewrite or a
 	// pointer's digest) is not rewritten by the model again; a pointer,
 	// which loses nothing, still may be.
-	r = mustPlan(t, pressureDoc(10000), o, History{Compressed: map[string]int{"test-run": 1}}, nil)
+	r = mustPlan(t, pressureDoc(10000), o, History{Compressed: map[string]int{"test-run": 1}})
 	if op, ok := opOn(r, "test-run"); ok && op.LLMCall && op.Op != OpCheckpointMerge {
 		t.Fatalf("re-compaction planned: %+v", op)
 	}
@@ -707,46 +741,97 @@ func TestPlanCountsTheCheckpointFrame(t *testing.T) {
 	}
 	doc.Units = append(doc.Units, units.Unit{ID: "assistant-11", Role: "assistant", Kind: units.KindMessage,
 		Content: strings.Repeat("Thinking hard about this. ", 60), Turn: 11, Tokens: 700})
-	withFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens = 1 }), History{}, nil)
+	withFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens = 1 }), History{})
 	for _, op := range withFrame.Ops {
 		if op.Op == OpCheckpointMerge {
 			t.Fatalf("merge of %d tokens planned: %+v", op.Tokens, op)
 		}
 	}
-	noFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens, o.CheckpointOverheadTokens = 1, 0 }), History{}, nil)
+	noFrame := mustPlan(t, doc, opts(func(o *Options) { o.MinGainTokens, o.CheckpointOverhead = 1, 0 }), History{})
 	if !slices.ContainsFunc(noFrame.Ops, func(op Op) bool { return op.Op == OpCheckpointMerge }) {
 		t.Fatalf("fixture: without the frame a merge is planned; ops %+v", noFrame.Ops)
 	}
 }
 
-func TestPlanDropsFutileCallsUnderPressure(t *testing.T) {
-	// 7600 of 10000 tokens, target 5000: the protected write is most of
-	// it, so the one call the plan could make would cover only a sliver of
-	// the way to the target.
-	doc := newDoc(10000, 10, "write the report").
-		tool("write", 5, "write_file", writeArgs("report.md", "draft"), 7000, 10, "wrote 1 file").
-		msg("assistant-3", "assistant", 3, 300, strings.Repeat("Thinking about the report. ", 40)).
-		build()
-	r := mustPlan(t, doc, DefaultOptions(), History{}, nil)
-	if r.Tier != TierPressure || r.TargetMet {
-		t.Fatalf("fixture: tier %s, target met %v", r.Tier, r.TargetMet)
+func TestPlanDropsFutileCallsAtCritical(t *testing.T) {
+	// A trace kept as an artifact (its pointer is free), four stale
+	// messages only a merge can take (one call), and the draft being
+	// written. 14570 tokens of 16000: critical, target 5600.
+	build := func(draftTurn int) Document {
+		b := newDoc(16000, 10, "write the report").
+			tool("log", 2, "run", runArgs("make all"), 10, 5000, "log")
+		for k := 3; k <= 6; k++ {
+			b.msg(fmt.Sprintf("assistant-%d", k), "assistant", k, 150, strings.Repeat("Thinking about the report. ", 20))
+		}
+		doc := b.tool("draft", draftTurn, "write_file", writeArgs("report.md", "draft"), 3000, 10, "wrote 1 file").
+			tool("recent", 10, "run", runArgs("make test"), 10, 6000, "test log").
+			build()
+		doc.Units[3].Artifact = "art-log"
+		return doc
 	}
-	if r.LLMCalls != 0 {
-		t.Fatalf("futile calls planned: %+v", r.Ops)
+	t.Run("calls that cover a sliver of the way are dropped", func(t *testing.T) {
+		// The draft is recent: nothing protected can give way, and the
+		// log's pointer alone brings the context under pressure.
+		r := mustPlan(t, build(10), DefaultOptions(), History{})
+		if r.Tier != TierCritical || r.TargetMet || r.LLMCalls != 0 {
+			t.Fatalf("tier %s, met %v, calls %d: %+v", r.Tier, r.TargetMet, r.LLMCalls, r.Ops)
+		}
+		if op, ok := opOn(r, "log"); !ok || op.Op != OpReplaceWithPointer {
+			t.Errorf("the free pointer is kept: %+v", r.Ops)
+		}
+		if s, _ := skipOf(r, "assistant-3"); s.Reason != SkipUnachievableRatio || s.Op != OpCheckpointMerge {
+			t.Errorf("assistant-3: skip %+v, want the merge refused as unachievable_ratio", s)
+		}
+		// The same call is worth making when it covers enough of the way.
+		o := DefaultOptions()
+		o.MinTargetShare = 0.01
+		if r := mustPlan(t, build(10), o, History{}); r.LLMCalls != 1 {
+			t.Errorf("with a lower share: %d calls, want 1 (%+v)", r.LLMCalls, r.Ops)
+		}
+	})
+	t.Run("never while the plan touches a protected unit", func(t *testing.T) {
+		// The draft is older: the plan points at it, so the merge of the
+		// stale messages stays in it.
+		r := mustPlan(t, build(5), DefaultOptions(), History{})
+		if opIndex(r, "c-draft") < 0 {
+			t.Fatalf("fixture: the draft is not touched: %+v", r.Ops)
+		}
+		if m := opIndex(r, "assistant-3"); m < 0 || r.Ops[m].Op != OpCheckpointMerge || m > opIndex(r, "c-draft") {
+			t.Errorf("ops %+v: want the merge of the stale messages, before the draft", r.Ops)
+		}
+	})
+}
+
+// TestOpKinds: the list executors are checked against covers every op the
+// planner weighs and every op it planned in these tests' golden documents.
+func TestOpKinds(t *testing.T) {
+	kinds := OpKinds()
+	if want := []OpKind{OpReplaceWithPointer, OpCompactToolArgs, OpCompactToolOutput, OpCompactHistorical, OpCheckpointMerge}; !slices.Equal(kinds, want) {
+		t.Fatalf("OpKinds() = %v, want %v", kinds, want)
 	}
-	if s, _ := skipOf(r, "assistant-3"); s.Reason != SkipUnachievableRatio {
-		t.Fatalf("assistant-3: skip %+v, want unachievable_ratio", s)
+	if slices.Contains(kinds, OpKeepRaw) {
+		t.Error("keep_raw is never planned")
 	}
-	// The same op is worth its call when it covers enough of the way.
-	o := DefaultOptions()
-	o.MinTargetShare = 0.05
-	if r := mustPlan(t, doc, o, History{}, nil); r.LLMCalls != 1 {
-		t.Fatalf("with a lower share: %d calls, want 1 (%+v)", r.LLMCalls, r.Ops)
+	for op := range opHarm {
+		if !slices.Contains(kinds, op) {
+			t.Errorf("the planner weighs %s but OpKinds does not list it", op)
+		}
 	}
-	// Tiered mode has no such gate.
-	o = DefaultOptions()
-	o.Mode = ModeTiered
-	if r := mustPlan(t, doc, o, History{}, nil); r.LLMCalls == 0 {
-		t.Fatal("tiered mode dropped the call")
+	for _, name := range []string{"release_notes.json", "release_notes_critical.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := DecodeDocument(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []Mode{ModeLegacy, ModeTiered, ModeTieredAdaptive} {
+			for _, op := range mustPlan(t, doc, opts(func(o *Options) { o.Mode = mode }), History{}).Ops {
+				if !slices.Contains(kinds, op.Op) {
+					t.Errorf("%s, %s: planned %s, which OpKinds does not list", name, mode, op.Op)
+				}
+			}
+		}
 	}
 }

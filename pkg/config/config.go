@@ -1,21 +1,49 @@
-// Package config owns Ralph mesh's settings: one struct per concern, read
-// from RALPH_* environment variables with envconfig, with the OPENAI_*
-// fallbacks CONTRACT.md promises, and the table `ralph config` prints.
+// Package config owns reading Ralph mesh's settings: it nests the Config
+// struct of every package that has knobs (each the one home of its
+// defaults, in its envconfig tags), reads them from RALPH_* environment
+// variables with envconfig, applies the OPENAI_* fallbacks docs/REFERENCE.md
+// promises, validates everything once with messages that name the
+// variable, warns about RALPH_* variables that are no setting, and prints
+// the table `ralph config` shows. Its own settings are only those that
+// belong to no package: the prefix, the log level and format, the metrics address, how
+// to reach NATS and Redis, and the commands' own.
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
-	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"text/template"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/pkg/compaction"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/gitwork"
+	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/memory"
+	"github.com/ralphmesh/ralph/pkg/prd"
+	"github.com/ralphmesh/ralph/pkg/sandbox"
+	"github.com/ralphmesh/ralph/pkg/settings"
+	"github.com/ralphmesh/ralph/pkg/store"
+	"github.com/ralphmesh/ralph/pkg/teams"
+	"github.com/ralphmesh/ralph/services/builder"
+	"github.com/ralphmesh/ralph/services/console"
+	"github.com/ralphmesh/ralph/services/critic"
+	"github.com/ralphmesh/ralph/services/decomposer"
+	"github.com/ralphmesh/ralph/services/pruner"
+	"github.com/ralphmesh/ralph/services/stuckdetector"
+	"github.com/ralphmesh/ralph/services/summarizer"
 )
 
 // EnvPrefix is the prefix of every setting.
@@ -25,28 +53,61 @@ const EnvPrefix = "RALPH"
 type Config struct {
 	Prefix   string `split_words:"true" default:"ralph" desc:"subject prefix, stream name and Redis key namespace"`
 	LogLevel string `split_words:"true" default:"info" desc:"debug, info, warn or error"`
-	// MetricsAddr is where `ralph up` and `ralph service` serve /metrics.
-	MetricsAddr string `split_words:"true" default:"127.0.0.1:9464" desc:"address of the Prometheus /metrics endpoint (up, service); empty disables it; ':9464' in a container"`
+	// LogFormat is how lines are written to stderr: for people at a
+	// terminal, or one JSON object per line for a log collector.
+	LogFormat string `split_words:"true" default:"console" desc:"console (for people) or json (one object per line, for log collectors)"`
+	// MetricsAddr is where `ralph up` and `ralph service` serve /metrics
+	// and the probes, and where `ralph health` asks.
+	// Without a port each command picks its own (see MetricsPort), so that
+	// several services on one host do not collide.
+	MetricsAddr string `split_words:"true" default:"127.0.0.1" desc:"host[:port] of the Prometheus /metrics endpoint and the /healthz and /readyz probes (up, service; ralph health asks there); without a port, up uses 9464 and service NAME its own: builder 9464, critic 9465, stuckdetector 9466, pruner 9467, decomposer 9468, summarizer 9469, console 9470; empty disables it; ':9464' in a container"`
 
-	NATS       NATS       `split_words:"true"`
-	Stream     Stream     `split_words:"true"`
-	Redis      Redis      `split_words:"true"`
-	LLM        LLM        `split_words:"true"`
-	Builder    Builder    `split_words:"true"`
-	Critic     Critic     `split_words:"true"`
-	Stuck      Stuck      `split_words:"true"`
-	Summarizer Role       `split_words:"true"`
-	Compaction Compaction `split_words:"true"`
-	Pruner     Pruner     `split_words:"true"`
-	Decomposer Decomposer `split_words:"true"`
-	Up         Up         `split_words:"true"`
-	Run        RunCommand `split_words:"true"`
+	NATS       NATS                 `split_words:"true"`
+	Stream     Stream               `split_words:"true"`
+	Redis      Redis                `split_words:"true"`
+	LLM        llm.Config           `split_words:"true"`
+	Builder    Builder              `split_words:"true"`
+	Critic     Critic               `split_words:"true"`
+	Sandbox    sandbox.Config       `split_words:"true"`
+	Stuck      stuckdetector.Config `split_words:"true"`
+	Summarizer Role                 `split_words:"true"`
+	Compaction summarizer.Config    `split_words:"true"`
+	Pruner     Pruner               `split_words:"true"`
+	Decomposer Decomposer           `split_words:"true"`
+	Up         Up                   `split_words:"true"`
+	Run        RunCommand           `split_words:"true"`
+	// PRD bounds the PRDs `ralph run` and `ralph demo` start sessions from.
+	PRD prd.Config `split_words:"true"`
+	// Git is how sessions commit their work (the builder) and read a
+	// task's diff (the critic).
+	Git gitwork.Config `split_words:"true"`
+	// Team is the team of the commands' sessions: what ralph run starts,
+	// and what ralph sessions, status, watch, cancel and resume may see
+	// and touch.
+	Team string `split_words:"true" default:"default" desc:"the team the commands act as: the sessions they start are its, and they see and touch only its sessions (a NATS user of the team, docs/nats-permissions.md, enforces it)"`
+	// Teams are the per-team limits.
+	Teams teams.Config `split_words:"true"`
+	// API is the console's HTTP API's.
+	API API `split_words:"true"`
+	// Console is where the console serves the API.
+	Console console.Config `split_words:"true"`
+	// Memory is embedded, not nested under a name, so that its switch is
+	// RALPH_MEMORY itself and its other settings RALPH_MEMORY_*.
+	Memory
 }
+
+// API configures who may use the console's HTTP API.
+type API struct {
+	TokensFile string `split_words:"true" desc:"YAML file of the HTTP API's bearer tokens, 'TOKEN: TEAM' per line (tokens of 16 characters or more); without it every API call is refused (401)"`
+}
+
+// Memory is the session memory's settings (pkg/memory).
+type Memory = memory.Config
 
 // NATS is how to reach the bus. An empty URL means "run an embedded server"
 // for `ralph up` and `ralph run`.
 type NATS struct {
-	URL      string `split_words:"true" desc:"nats:// URL; empty runs an embedded JetStream server (up, run, demo)"`
+	URL      string `split_words:"true" secret:"url" desc:"nats:// URL (or several, comma-separated); empty runs an embedded JetStream server (up, run, demo)"`
 	User     string `split_words:"true" desc:"user name"`
 	Password string `split_words:"true" secret:"true" desc:"password"`
 	Token    string `split_words:"true" secret:"true" desc:"auth token"`
@@ -57,111 +118,47 @@ type NATS struct {
 	CAFile   string `split_words:"true" desc:"CA bundle file"`
 }
 
-// Stream shapes the JetStream stream and consumers.
+// Stream is the JetStream stream's shape and every service's consumers'.
 type Stream struct {
-	MaxAge       time.Duration `split_words:"true" default:"168h" desc:"how long session events are kept for replay"`
-	Replicas     int           `split_words:"true" default:"1" desc:"stream replicas (3 on a NATS cluster)"`
-	AckWait      time.Duration `split_words:"true" default:"30s" desc:"redelivery delay for an unacked event"`
-	MaxDeliver   int           `split_words:"true" default:"5" desc:"deliveries before an event is dead-lettered"`
-	Concurrency  int           `split_words:"true" default:"4" desc:"events one replica handles at once per consumer"`
-	DrainTimeout time.Duration `split_words:"true" default:"20s" desc:"grace for in-flight events on SIGTERM"`
+	bus.StreamConfig
+	bus.RunOptions
 }
 
 // Redis is where session state lives. An empty URL means "run an embedded
 // Redis-compatible server" for `ralph up` and `ralph run`.
 type Redis struct {
-	URL string        `split_words:"true" secret:"url" desc:"redis:// URL; empty runs an embedded server (up, run, demo)"`
-	TTL time.Duration `split_words:"true" default:"168h" desc:"lifetime of a session's keys after their last write"`
-}
-
-// LLM is the default endpoint every role uses unless it has its own.
-type LLM struct {
-	BaseURL    string        `split_words:"true" desc:"OpenAI-compatible base URL (falls back to OPENAI_BASE_URL)"`
-	APIKey     string        `split_words:"true" secret:"true" desc:"API key (falls back to OPENAI_API_KEY)"`
-	Timeout    time.Duration `split_words:"true" default:"120s" desc:"per-call timeout"`
-	MaxRetries int           `split_words:"true" default:"3" desc:"retries on 429/5xx, honouring Retry-After"`
+	URL string `split_words:"true" secret:"url" desc:"redis:// or rediss:// (one server), redis+cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster), or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (Sentinel); empty runs an embedded server (up, run, demo)"`
+	// SentinelPassword is the sentinels' own password; the URL's is the
+	// Redis servers'.
+	SentinelPassword string `split_words:"true" secret:"true" desc:"password of the sentinels themselves, when they require one (redis+sentinel:// URLs)"`
+	store.Config
 }
 
 // Role is one role's model and optional own endpoint.
-type Role struct {
-	Model   string `split_words:"true" default:"gpt-4o-mini" desc:"model name"`
-	BaseURL string `split_words:"true" desc:"own base URL (default: RALPH_LLM_BASE_URL)"`
-	APIKey  string `split_words:"true" secret:"true" desc:"own API key (default: RALPH_LLM_API_KEY)"`
-}
+type Role = llm.RoleConfig
 
-// Builder configures the loop.
+// Builder is the builder's model and its own settings.
 type Builder struct {
 	Role
-	MaxTurnsPerTask   int           `split_words:"true" default:"30" desc:"iterations one task may take"`
-	MaxIterations     int           `split_words:"true" default:"200" desc:"iterations one session may take"`
-	MaxTotalTokens    int           `split_words:"true" default:"2000000" desc:"LLM tokens (in+out) one session may spend"`
-	ShellTimeout      time.Duration `split_words:"true" default:"120s" desc:"default timeout of the run tool"`
-	OutputCap         int           `split_words:"true" default:"262144" desc:"bytes of a command's output kept"`
-	InlineOutputBytes int           `split_words:"true" default:"16384" desc:"larger tool outputs enter the context as an artifact pointer"`
-	ContextWindow     int           `split_words:"true" default:"128000" desc:"the builder model's context window in tokens"`
-	MaxTokens         int           `split_words:"true" default:"4096" desc:"max output tokens per builder call"`
+	builder.Config
 }
 
-// Critic configures reviews.
+// Critic is the critic's model and its own settings.
 type Critic struct {
 	Role
-	VerifyTimeout time.Duration `split_words:"true" default:"300s" desc:"timeout of a task's verify command"`
+	critic.Config
 }
 
-// Stuck configures the stuck detector.
-type Stuck struct {
-	Window              int     `split_words:"true" default:"8" desc:"iterations of a task kept in the detection window"`
-	RepeatThreshold     int     `split_words:"true" default:"3" desc:"identical outputs, calls or failures that make a loop"`
-	SimilarityThreshold float64 `split_words:"true" default:"0.9" desc:"text similarity at which two responses count as the same"`
-	NoProgressSpan      int     `split_words:"true" default:"5" desc:"iterations in a row without progress before no_progress fires"`
-	AlternatingSteps    int     `split_words:"true" default:"4" desc:"trailing A/B/A/B steps that make a ping-pong"`
-	MonologueTurns      int     `split_words:"true" default:"3" desc:"consecutive turns without tool calls that make a monologue"`
-	MonologueNovelty    float64 `split_words:"true" default:"0.34" desc:"largest share of new words for a turn to count as a restatement"`
-	ChantRepeats        int     `split_words:"true" default:"3" desc:"times one sentence must recur to be chanting"`
-	ChantMinWords       int     `split_words:"true" default:"8" desc:"shortest sentence that counts for chanting"`
-	CompactionRepeats   int     `split_words:"true" default:"2" desc:"compactions with no progress between them that make a compaction loop"`
-}
-
-// Compaction configures the compaction orchestrator (builder) and planner
-// (summarizer). The planner's finer knobs keep their defaults.
-type Compaction struct {
-	Mode                 string        `split_words:"true" default:"tiered_adaptive" desc:"off, legacy (one summary of everything), tiered or tiered_adaptive"`
-	PressureRatio        float64       `split_words:"true" default:"0.70" desc:"share of the builder's context window at which it asks for compaction"`
-	CriticalRatio        float64       `split_words:"true" default:"0.90" desc:"share at which protected lanes may be compacted as a last resort"`
-	TargetRatio          float64       `split_words:"true" default:"0.50" desc:"share of the window a compaction aims for"`
-	RecentTurns          int           `split_words:"true" default:"2" desc:"units used in this many recent turns stay raw"`
-	MaxCallsPerIteration int           `split_words:"true" default:"4" desc:"compactor LLM calls one iteration may spend"`
-	MinGainTokens        int           `split_words:"true" default:"150" desc:"a compactor call saving fewer tokens is skipped (no_gain); a quarter of it for pointers"`
-	CooldownIterations   int           `split_words:"true" default:"3" desc:"iterations a label rests after repeated overshoot"`
-	MaxSummaryTokens     int           `split_words:"true" default:"2000" desc:"bound of a checkpoint summary"`
-	CacheTTL             time.Duration `split_words:"true" default:"24h" desc:"lifetime of cached compaction results"`
-	Advisor              bool          `split_words:"true" default:"false" desc:"let the summarizer model rank near-tied candidates"`
-	AdvisorTimeout       time.Duration `split_words:"true" default:"5s" desc:"how long the advisor may take"`
-	AdvisorEpsilon       float64       `split_words:"true" default:"0.05" desc:"relative score gap within which candidates count as tied"`
-	AdvisorTopK          int           `split_words:"true" default:"4" desc:"most tied candidates the advisor may reorder (below 2: never asked)"`
-	OvershootLimit       int           `split_words:"true" default:"2" desc:"consecutive outputs over their target that start a cooldown"`
-	MinFeasibleRatio     float64       `split_words:"true" default:"0.05" desc:"smallest output/input ratio believed achievable before any is realised"`
-	MaxUsefulRatio       float64       `split_words:"true" default:"0.80" desc:"a call expected to keep more than this share is not made (unachievable_ratio)"`
-	MinTargetShare       float64       `split_words:"true" default:"0.25" desc:"calls must cover this share of the way to an unreachable target or are not made"`
-	MaxOutputTokens      int           `split_words:"true" default:"1024" desc:"largest output one compactor call is asked for"`
-	PointerTokens        int           `split_words:"true" default:"60" desc:"size of a pointer with its digest"`
-	CheckpointOverhead   int           `split_words:"true" default:"120" desc:"tokens a checkpoint costs whatever it merges (headings, facts)"`
-	SummaryPrompt        string        `split_words:"true" desc:"system prompt of checkpoint summaries (default: ADR-003's four sections); changing it invalidates cached results"`
-}
-
-// Pruner configures the context pruner.
+// Pruner is the pruner's model and its own settings.
 type Pruner struct {
 	Role
-	MaxPrunedTokens int `split_words:"true" default:"8000" desc:"token bound of a pruned context (protected units are kept whole even beyond it)"`
-	ChunkTokens     int `split_words:"true" default:"6000" desc:"removed context is summarised in chunks of whole units of about this many tokens"`
-	NoteTokens      int `split_words:"true" default:"600" desc:"max output tokens of the note on what was removed"`
+	pruner.Config
 }
 
-// Decomposer configures task decomposition.
+// Decomposer is the decomposer's model and its own settings.
 type Decomposer struct {
 	Role
-	MaxSubtasks int `split_words:"true" default:"4" desc:"most subtasks one decomposition may create (at least 2)"`
-	MaxDepth    int `split_words:"true" default:"2" desc:"subtasks at this depth are not decomposed again"`
+	decomposer.Config
 }
 
 // Up configures the embedded servers of `ralph up`.
@@ -171,16 +168,30 @@ type Up struct {
 	StoreDir  string `split_words:"true" desc:"JetStream directory of the embedded server (default: a temp dir)"`
 }
 
-// RunCommand configures `ralph run`.
+// RunCommand configures `ralph run` (and the followers like it: resume,
+// watch).
 type RunCommand struct {
 	Timeout time.Duration `split_words:"true" default:"2h" desc:"how long run follows a session before giving up"`
+	// StallAfter is how long a stage may leave a session's work waiting
+	// with nobody taking it before a follower says so.
+	StallAfter time.Duration `split_words:"true" default:"30s" desc:"run, resume and watch say a stage has left work waiting with nobody taking it (is a critic running?) after this long"`
 }
 
-// Load reads the environment.
+// Error is a variable whose value cannot be used. Its text names the
+// variable, shows the value (masked where it may hold a secret) and says
+// what was expected.
+type Error struct {
+	Var, Value, Problem string
+}
+
+func (e *Error) Error() string { return e.Var + "=" + e.Value + ": " + e.Problem }
+
+// Load reads and validates the environment. Every problem is reported, on
+// one line; each is an *Error.
 func Load() (Config, error) {
 	var c Config
 	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		return Config{}, fmt.Errorf("read configuration: %w", err)
+		return Config{}, parseError(err)
 	}
 	if c.LLM.BaseURL == "" {
 		c.LLM.BaseURL = os.Getenv("OPENAI_BASE_URL")
@@ -194,56 +205,213 @@ func Load() (Config, error) {
 	return c, nil
 }
 
+// parseError says what a variable envconfig could not parse should look
+// like, instead of strconv's text.
+func parseError(err error) error {
+	var pe *envconfig.ParseError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	var want string
+	switch pe.TypeName {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		want = "not a whole number"
+	case "float32", "float64":
+		want = "not a number"
+	case "bool":
+		want = "not true or false"
+	case "time.Duration":
+		want = "not a duration like 30s or 5m"
+	default:
+		want = pe.Err.Error()
+	}
+	return &Error{Var: pe.KeyName, Value: pe.Value, Problem: want}
+}
+
 // Defaults is the configuration with every setting at its default,
 // whatever the environment holds (for tests and docs).
 func Defaults() (Config, error) {
-	var c Config
-	// No environment variable carries this prefix, so only defaults apply.
-	if err := envconfig.Process("RALPH_DEFAULTS_ONLY_NOT_SET", &c); err != nil {
-		return Config{}, fmt.Errorf("default configuration: %w", err)
-	}
-	return c, nil
+	return settings.Defaults[Config](), nil
 }
 
-// Validate checks values envconfig cannot.
+// part is one package's Config within Config, under its variables' prefix.
+type part struct {
+	prefix string
+	ptr    any
+	err    error
+}
+
+// Validate checks every setting: its own, and each package's through its
+// Config.Validate, turning the Go field each names into its variable.
 func (c Config) Validate() error {
-	switch {
-	case c.Prefix == "" || strings.ContainsAny(c.Prefix, " .*>:{}"):
-		return fmt.Errorf("RALPH_PREFIX: %q must be a non-empty word without dots, spaces, wildcards, ':' or braces", c.Prefix)
-	case c.Stream.MaxDeliver < 1:
-		return fmt.Errorf("RALPH_STREAM_MAX_DELIVER: must be >= 1")
-	case c.Builder.MaxTurnsPerTask < 1 || c.Builder.MaxIterations < 1 || c.Builder.MaxTotalTokens < 1:
-		return fmt.Errorf("RALPH_BUILDER_MAX_*: limits must be >= 1")
-	case c.Stuck.Window < 2:
-		return fmt.Errorf("RALPH_STUCK_WINDOW: must be >= 2")
-	case c.Decomposer.MaxSubtasks < 2:
-		return fmt.Errorf("RALPH_DECOMPOSER_MAX_SUBTASKS: must be >= 2 (one subtask is the task again), got %d", c.Decomposer.MaxSubtasks)
-	case c.Decomposer.MaxDepth < 0:
-		return fmt.Errorf("RALPH_DECOMPOSER_MAX_DEPTH: must be >= 0, got %d", c.Decomposer.MaxDepth)
-	case c.Pruner.MaxPrunedTokens < 1 || c.Pruner.ChunkTokens < 1 || c.Pruner.NoteTokens < 1:
-		return fmt.Errorf("RALPH_PRUNER_*_TOKENS: must be >= 1")
-	case !slices.Contains([]string{"off", "legacy", "tiered", "tiered_adaptive"}, c.Compaction.Mode):
-		return fmt.Errorf("RALPH_COMPACTION_MODE: %q is not one of off, legacy, tiered, tiered_adaptive", c.Compaction.Mode)
-	case !(0 < c.Compaction.TargetRatio && c.Compaction.TargetRatio < c.Compaction.PressureRatio &&
-		c.Compaction.PressureRatio <= c.Compaction.CriticalRatio && c.Compaction.CriticalRatio <= 1):
-		return fmt.Errorf("RALPH_COMPACTION_*_RATIO: want 0 < target (%v) < pressure (%v) <= critical (%v) <= 1",
-			c.Compaction.TargetRatio, c.Compaction.PressureRatio, c.Compaction.CriticalRatio)
-	case c.Builder.ContextWindow < 1:
-		return fmt.Errorf("RALPH_BUILDER_CONTEXT_WINDOW: must be >= 1")
+	errs := c.validateOwn()
+	parts := []part{
+		{"RALPH_STREAM", &c.Stream, settings.Join(c.Stream.StreamConfig.Validate(), c.Stream.RunOptions.Validate())},
+		{"RALPH_REDIS", &c.Redis, c.Redis.Config.Validate()},
+		{"RALPH_LLM", &c.LLM, c.LLM.Validate()},
+		{"RALPH_BUILDER", &c.Builder, settings.Join(c.Builder.Role.Validate(), c.Builder.Config.Validate())},
+		{"RALPH_CRITIC", &c.Critic, settings.Join(c.Critic.Role.Validate(), c.Critic.Config.Validate())},
+		{"RALPH_SANDBOX", &c.Sandbox, c.Sandbox.Validate()},
+		{"RALPH_STUCK", &c.Stuck, c.Stuck.Validate()},
+		{"RALPH_SUMMARIZER", &c.Summarizer, c.Summarizer.Validate()},
+		{"RALPH_COMPACTION", &c.Compaction, c.Compaction.Validate()},
+		{"RALPH_PRUNER", &c.Pruner, settings.Join(c.Pruner.Role.Validate(), c.Pruner.Config.Validate())},
+		{"RALPH_DECOMPOSER", &c.Decomposer, settings.Join(c.Decomposer.Role.Validate(), c.Decomposer.Config.Validate())},
+		{"RALPH_PRD", &c.PRD, c.PRD.Validate()},
+		{"RALPH_GIT", &c.Git, c.Git.Validate()},
+		{"RALPH_TEAMS", &c.Teams, c.Teams.Validate()},
+		{"RALPH_CONSOLE", &c.Console, c.Console.Validate()},
+		{"RALPH", &c.Memory, c.Memory.Validate()},
 	}
-	return nil
+	for _, p := range parts {
+		if p.err == nil {
+			continue
+		}
+		vars := variables(p.prefix, p.ptr)
+		found := false
+		settings.Each(p.err, func(inv *settings.Invalid) {
+			found = true
+			v, ok := vars[inv.Field]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s_*: %w", p.prefix, inv))
+				return
+			}
+			errs = append(errs, &Error{Var: v.key, Value: mask(v.secret, fmt.Sprint(inv.Value)), Problem: inv.Reason})
+		})
+		if !found {
+			errs = append(errs, fmt.Errorf("%s_*: %w", p.prefix, p.err))
+		}
+	}
+	return settings.Join(errs...)
 }
 
-// Endpoint resolves a role's endpoint from its own settings and the defaults.
-func (c Config) Endpoint(r Role) (baseURL, apiKey, model string) {
-	baseURL, apiKey = r.BaseURL, r.APIKey
-	if baseURL == "" {
-		baseURL = c.LLM.BaseURL
+// validateOwn checks the settings that belong to no package.
+func (c Config) validateOwn() []error {
+	var errs []error
+	bad := func(v, value, problem string) { errs = append(errs, &Error{Var: v, Value: value, Problem: problem}) }
+	if c.Prefix == "" || strings.ContainsAny(c.Prefix, " .*>:{}") {
+		bad("RALPH_PREFIX", c.Prefix, "must be a non-empty word without dots, spaces, wildcards, ':' or braces")
 	}
-	if apiKey == "" {
-		apiKey = c.LLM.APIKey
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil || c.LogLevel == "" {
+		bad("RALPH_LOG_LEVEL", c.LogLevel, "not one of debug, info, warn, error")
 	}
-	return baseURL, apiKey, r.Model
+	if c.MetricsAddr != "" {
+		if _, err := MetricsAddr(c.MetricsAddr, 9464); err != nil {
+			bad("RALPH_METRICS_ADDR", c.MetricsAddr, "not a host or host:port")
+		}
+	}
+	if c.NATS.URL != "" && !natsURLs(c.NATS.URL) {
+		bad("RALPH_NATS_URL", mask("url", c.NATS.URL), "not a nats:// URL (or a comma-separated list of them)")
+	}
+	if c.Redis.URL != "" {
+		if _, err := store.ParseURL(c.Redis.URL); err != nil {
+			bad("RALPH_REDIS_URL", mask("url", c.Redis.URL), "not a Redis URL (redis://, rediss://, redis+cluster:// or redis+sentinel://): "+err.Error())
+		}
+	}
+	if err := events.ValidTeam(c.Team); err != nil {
+		bad("RALPH_TEAM", c.Team, "not a team name: 1-32 letters, digits, '_' or '-'")
+	}
+	if c.LogFormat != "console" && c.LogFormat != "json" {
+		bad("RALPH_LOG_FORMAT", c.LogFormat, "not console or json")
+	}
+	if c.Up.NATSPort < -1 || c.Up.NATSPort > 65535 {
+		bad("RALPH_UP_NATS_PORT", strconv.Itoa(c.Up.NATSPort), "not a port (0-65535, or -1 for a random one)")
+	}
+	if _, _, err := net.SplitHostPort(c.Up.RedisAddr); err != nil {
+		bad("RALPH_UP_REDIS_ADDR", c.Up.RedisAddr, "not a host:port")
+	}
+	if c.Run.StallAfter <= 0 {
+		bad("RALPH_RUN_STALL_AFTER", c.Run.StallAfter.String(), "must be positive")
+	}
+	if c.Memory.Enabled() && c.Memory.MemoryMaxTokens > c.Builder.ContextWindow/4 {
+		bad("RALPH_MEMORY_MAX_TOKENS", strconv.Itoa(c.Memory.MemoryMaxTokens),
+			fmt.Sprintf("must be at most a quarter of RALPH_BUILDER_CONTEXT_WINDOW (%d): every task's first request holds the memory", c.Builder.ContextWindow))
+	}
+	if c.Run.Timeout <= 0 {
+		bad("RALPH_RUN_TIMEOUT", c.Run.Timeout.String(), "must be positive")
+	} else if c.Builder.WatchdogIdle >= c.Run.Timeout {
+		bad("RALPH_BUILDER_WATCHDOG_IDLE", c.Builder.WatchdogIdle.String(),
+			fmt.Sprintf("must be shorter than RALPH_RUN_TIMEOUT (%s), or `ralph run` gives up on a silent session before the watchdog ends it", c.Run.Timeout))
+	}
+	return errs
+}
+
+// natsURLs accepts what nats.go connects to: one or more comma-separated
+// URLs, each nats://, tls://, ws:// or wss://, or a bare host:port.
+func natsURLs(s string) bool {
+	for _, one := range strings.Split(s, ",") {
+		one = strings.TrimSpace(one)
+		if !strings.Contains(one, "://") {
+			one = "nats://" + one
+		}
+		u, err := url.Parse(one)
+		if err != nil || u.Host == "" {
+			return false
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MetricsAddr is the address to serve /metrics on: addr itself when it has
+// a port, else addr's host with port.
+func MetricsAddr(addr string, port int) (string, error) {
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			return "", fmt.Errorf("metrics address %q: bad port", addr)
+		}
+		return addr, nil
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
+	if strings.ContainsAny(host, " /[]") {
+		return "", fmt.Errorf("metrics address %q: not a host or host:port", addr)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+}
+
+// variable is a setting as envconfig names it.
+type variable struct{ key, secret string }
+
+// variables maps the Go field names of the struct at ptr to the variables
+// envconfig reads them from under prefix: envconfig's own naming, through
+// its usage template.
+func variables(prefix string, ptr any) map[string]variable {
+	var b strings.Builder
+	tmpl := template.Must(template.New("vars").Parse(`{{range .}}{{.Name}} {{.Key}} {{.Tags.Get "secret"}}
+{{end}}`))
+	if err := envconfig.Usaget(prefix, ptr, &b, tmpl); err != nil {
+		return nil
+	}
+	vars := map[string]variable{}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v := variable{key: f[1]}
+		if len(f) > 2 {
+			v.secret = f[2]
+		}
+		vars[f[0]] = v
+	}
+	return vars
+}
+
+// Names is every setting's variable, in `ralph config` order.
+func Names() []string {
+	var c Config
+	var b strings.Builder
+	tmpl := template.Must(template.New("names").Parse("{{range .}}{{.Key}}\n{{end}}"))
+	if err := envconfig.Usaget(EnvPrefix, &c, &b, tmpl); err != nil {
+		// The template and the struct are fixed: a failure is a bug that
+		// every test of the package meets.
+		panic(fmt.Sprintf("config: list settings: %v", err))
+	}
+	return strings.Fields(b.String())
 }
 
 // Print writes every setting with its default and current value; secrets
@@ -265,23 +433,41 @@ func Print(w io.Writer, c Config) error {
 
 func show(secret string, v reflect.Value) string {
 	s := fmt.Sprint(v.Interface())
-	switch {
-	case s == "":
+	if s == "" {
 		return "-"
-	case secret == "true":
+	}
+	return mask(secret, s)
+}
+
+// mask hides a secret value: whole for secret:"true", the password or
+// token of each URL for secret:"url" (settings.MaskURL).
+func mask(secret, s string) string {
+	switch secret {
+	case "true":
 		return "****"
-	case secret == "url":
-		if u, err := url.Parse(s); err == nil {
-			return u.Redacted()
-		}
+	case "url":
+		return settings.MaskURL(s)
 	}
 	return s
+}
+
+// SecretFiles are the files other settings name that hold secrets: the
+// NATS credentials, nkey seed and TLS key. The sandbox hides them from the
+// agent's commands.
+func (c Config) SecretFiles() []string {
+	var files []string
+	for _, f := range []string{c.NATS.Creds, c.NATS.Nkey, c.NATS.TLSKey} {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files
 }
 
 // CompactAt is the context size at which the builder asks for compaction,
 // 0 when compaction is off.
 func (c Config) CompactAt() int {
-	if c.Compaction.Mode == "off" {
+	if c.Compaction.Mode == compaction.ModeOff {
 		return 0
 	}
 	return int(c.Compaction.PressureRatio * float64(c.Builder.ContextWindow))

@@ -25,9 +25,14 @@ var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // MsgID) so that a redelivered step that publishes again is deduplicated by
 // JetStream.
 type Envelope struct {
-	ID      string          `json:"id"`
-	Type    Type            `json:"type"`
-	Schema  int             `json:"schema"`
+	ID     string `json:"id"`
+	Type   Type   `json:"type"`
+	Schema int    `json:"schema"`
+	// Team owns the session; empty is DefaultTeam (every event before
+	// teams). It picks the subject (Subject), so every event of a session
+	// carries its session's team: each service answers in the team of the
+	// event it answers (For).
+	Team    string          `json:"team,omitempty"`
 	Session string          `json:"session"`
 	Task    string          `json:"task,omitempty"`
 	Step    int             `json:"step"`
@@ -62,10 +67,8 @@ func New(typ Type, session, task string, step int, at time.Time, payload any) (E
 	if rv := reflect.ValueOf(payload); !rv.IsValid() || (rv.Kind() == reflect.Pointer && rv.IsNil()) {
 		return Envelope{}, fmt.Errorf("%w: %s payload: required", ErrInvalid, typ)
 	}
-	if v, ok := payload.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return Envelope{}, fmt.Errorf("%w: %s payload: %v", ErrInvalid, typ, err)
-		}
+	if err := checkPayloadType(typ, payload); err != nil {
+		return Envelope{}, err
 	}
 	data, err := json.Marshal(payload)
 	if err != nil {
@@ -80,12 +83,30 @@ func New(typ Type, session, task string, step int, at time.Time, payload any) (E
 		ID: MsgID(session, step, typ, task), Type: typ, Schema: SchemaVersion,
 		Session: session, Task: task, Step: step, Time: at.UTC(), Data: data,
 	}
-	// What New builds, Decode accepts: a negative step or a payload that
-	// encodes to null is refused here rather than dead-lettered later.
+	// What New builds, Decode accepts: a negative step or an invalid
+	// payload is refused here rather than dead-lettered later. The payload
+	// is validated as it will arrive, decoded from the wire.
 	if err := env.Validate(); err != nil {
 		return Envelope{}, err
 	}
 	return env, nil
+}
+
+// For is e in team: what a service answering e's session publishes is
+// e2.For(e.Team), so that the answer lands among the session's events.
+// The team is checked when the envelope is validated (published).
+func (e Envelope) For(team string) Envelope {
+	e.Team = team
+	return e
+}
+
+// TeamOrDefault is the team the envelope belongs to: its own, or
+// DefaultTeam when it names none.
+func (e Envelope) TeamOrDefault() string {
+	if e.Team == "" {
+		return DefaultTeam
+	}
+	return e.Team
 }
 
 // Must is New for payloads built by the code itself, where a failure is a
@@ -98,7 +119,9 @@ func Must(typ Type, session, task string, step int, at time.Time, payload any) E
 	return env
 }
 
-// Decode parses and validates an envelope.
+// Decode parses and validates an envelope and its payload, so an event with
+// a payload its type does not allow is invalid here (the bus dead-letters
+// it) and never reaches a handler.
 func Decode(raw []byte) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
@@ -110,8 +133,20 @@ func Decode(raw []byte) (Envelope, error) {
 	return env, nil
 }
 
-// Validate checks the envelope's own fields.
+// Validate checks the envelope's fields, then its payload decoded as the
+// type registered for e.Type and validated by that type's Validate method.
 func (e Envelope) Validate() error {
+	if err := e.validateFields(); err != nil {
+		return err
+	}
+	if _, err := e.Payload(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validateFields checks the envelope's own fields.
+func (e Envelope) validateFields() error {
 	switch {
 	case e.ID == "":
 		return fmt.Errorf("%w: field id: required", ErrInvalid)
@@ -123,6 +158,11 @@ func (e Envelope) Validate() error {
 		return fmt.Errorf("%w: field step: negative", ErrInvalid)
 	case len(e.Data) == 0 || string(e.Data) == "null":
 		return fmt.Errorf("%w: field data: required", ErrInvalid)
+	}
+	if e.Team != "" {
+		if err := ValidTeam(e.Team); err != nil {
+			return fmt.Errorf("field team: %w", err)
+		}
 	}
 	return ValidSession(e.Session)
 }

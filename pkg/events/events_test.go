@@ -35,10 +35,13 @@ var minimalPayloads = map[events.Type]any{
 	events.CompactionRequested: events.CompactionRequestedData{TaskID: "T1", LimitTokens: 8000},
 	events.CompactionCompleted: events.CompactionCompletedData{TaskID: "T1"},
 	events.TaskCompleted:       events.TaskCompletedData{TaskID: "T1"},
+	events.MemoryUpdated:       events.MemoryUpdatedData{TaskID: "T1"},
 	events.SessionCompleted:    events.SessionCompletedData{},
 	events.SessionFailed:       events.SessionFailedData{Reason: "budget"},
 	events.SessionEscalated:    events.SessionEscalatedData{Reason: "stuck"},
 	events.SessionResumed:      events.SessionResumedData{Message: "try the v2 API"},
+	events.CancelRequested:     events.CancelRequestedData{},
+	events.SessionCancelled:    events.SessionCancelledData{Reason: "cancelled by a person"},
 }
 
 // fullPayloads are richer payloads, to check every field survives the wire.
@@ -61,11 +64,13 @@ var fullPayloads = map[events.Type]any{
 		{ID: "T1.1", Title: "half", AcceptanceCriteria: []string{"x"}, ParentID: "T1"}}},
 	events.SessionEscalated: events.SessionEscalatedData{TaskID: "T1", Reason: "stuck", Diagnosis: "loops",
 		Tried: []string{"prune", "decompose"}, Signal: &signal},
+	events.MemoryUpdated: events.MemoryUpdatedData{TaskID: "T2", How: "llm", Notes: 3, Tokens: 700, MaxTokens: 1500, Tasks: 2,
+		Resummarized: "extractive", LLMCalls: 2, ElapsedMS: 40},
 }
 
 func TestCatalogue(t *testing.T) {
-	if len(events.AllTypes) != 18 {
-		t.Errorf("AllTypes has %d types, want 18", len(events.AllTypes))
+	if len(events.AllTypes) != 21 {
+		t.Errorf("AllTypes has %d types, want 21", len(events.AllTypes))
 	}
 	seen := map[events.Type]bool{}
 	for _, typ := range events.AllTypes {
@@ -76,9 +81,20 @@ func TestCatalogue(t *testing.T) {
 		if !typ.Known() {
 			t.Errorf("%s is not Known", typ)
 		}
-		if _, ok := minimalPayloads[typ]; !ok {
-			t.Errorf("the test has no payload for %s", typ)
+		pt := events.PayloadType(typ)
+		if pt == nil {
+			t.Errorf("%s has no payload type in the registry", typ)
+			continue
 		}
+		p, ok := minimalPayloads[typ]
+		if !ok {
+			t.Errorf("the test has no payload for %s", typ)
+		} else if got := reflect.TypeOf(p); got != pt {
+			t.Errorf("the test's payload for %s is %v, the registry's %v", typ, got, pt)
+		}
+	}
+	if events.PayloadType("nope") != nil {
+		t.Error("an unknown type has a payload type")
 	}
 	for _, typ := range []events.Type{"", "session", "session.started ", "SESSION.STARTED", "task.*", "nope"} {
 		if typ.Known() {
@@ -88,7 +104,8 @@ func TestCatalogue(t *testing.T) {
 }
 
 func TestTerminal(t *testing.T) {
-	terminal := map[events.Type]bool{events.SessionCompleted: true, events.SessionFailed: true, events.SessionEscalated: true}
+	terminal := map[events.Type]bool{events.SessionCompleted: true, events.SessionFailed: true, events.SessionEscalated: true,
+		events.SessionCancelled: true}
 	for _, typ := range events.AllTypes {
 		if got := typ.Terminal(); got != terminal[typ] {
 			t.Errorf("%s.Terminal() = %v, want %v", typ, got, terminal[typ])
@@ -112,6 +129,23 @@ func TestActionKnown(t *testing.T) {
 	}
 }
 
+func TestStrengthKnown(t *testing.T) {
+	for _, s := range []events.Strength{events.StrengthWeak, events.StrengthStrong} {
+		if !s.Known() {
+			t.Errorf("%s not Known", s)
+		}
+	}
+	for _, s := range []events.Strength{"", "medium", "Strong"} {
+		if s.Known() {
+			t.Errorf("%q Known", s)
+		}
+	}
+	// A signal from a producer that does not grade stays valid.
+	if err := (events.Signal{Pattern: "p", Confidence: 0.5, Action: events.ActionNudge}).Validate(); err != nil {
+		t.Errorf("ungraded signal: %v", err)
+	}
+}
+
 // roundTrip sends payload through New, Marshal, Decode and Envelope.Decode
 // and checks that everything arrives unchanged.
 func roundTrip(t *testing.T, typ events.Type, payload any) {
@@ -132,12 +166,12 @@ func roundTrip(t *testing.T, typ events.Type, payload any) {
 	if !got.Time.Equal(at) || got.Time.Location() != time.UTC {
 		t.Errorf("time = %v, want %v in UTC", got.Time, at)
 	}
-	ptr := reflect.New(reflect.TypeOf(payload))
-	if err := got.Decode(ptr.Interface()); err != nil {
-		t.Fatalf("Envelope.Decode: %v", err)
+	p, err := got.Payload()
+	if err != nil {
+		t.Fatalf("Payload: %v", err)
 	}
-	if !reflect.DeepEqual(ptr.Elem().Interface(), payload) {
-		t.Errorf("payload changed on the wire:\n got %+v\nwant %+v", ptr.Elem().Interface(), payload)
+	if !reflect.DeepEqual(p, payload) {
+		t.Errorf("payload changed on the wire:\n got %T %+v\nwant %T %+v", p, p, payload, payload)
 	}
 }
 
@@ -209,7 +243,11 @@ func TestNewRejects(t *testing.T) {
 			events.IterationRecord{Iteration: 1, ToolCalls: []events.ToolCall{{ID: "c"}}}, "tool_calls[0].name"},
 		{"bad signal", events.IterationAnalyzed, "s1", 1, at,
 			events.IterationAnalyzedData{Iteration: 1, Signal: &events.Signal{Pattern: "p", Confidence: 2, Action: events.ActionNudge}}, "confidence"},
+		{"unknown strength", events.IterationAnalyzed, "s1", 1, at,
+			events.IterationAnalyzedData{Iteration: 1, Signal: &events.Signal{Pattern: "p", Confidence: 0.5, Action: events.ActionNudge, Strength: "medium"}}, `field strength: must be "weak" or "strong", got "medium"`},
 		{"critique without workspace", events.CritiqueRequested, "s1", 1, at, events.CritiqueRequestedData{Task: testTask}, "workspace"},
+		{"memory without task", events.MemoryUpdated, "s1", 1, at, events.MemoryUpdatedData{Tokens: 3}, "task_id"},
+		{"memory of negative size", events.MemoryUpdated, "s1", 1, at, events.MemoryUpdatedData{TaskID: "T1", Tokens: -1}, "negative"},
 		{"critique result without task", events.CritiqueCompleted, "s1", 1, at, events.CritiqueCompletedData{}, "task_id"},
 		{"failure without reason", events.SessionFailed, "s1", 1, at, events.SessionFailedData{}, "reason"},
 		{"escalation without reason", events.SessionEscalated, "s1", 1, at, events.SessionEscalatedData{}, "reason"},
@@ -220,7 +258,9 @@ func TestNewRejects(t *testing.T) {
 		{"negative step", events.SessionResumed, "s1", -1, at, events.SessionResumedData{Message: "m"}, "step"},
 		{"nil payload", events.SessionResumed, "s1", 0, at, nil, "payload"},
 		{"nil pointer payload", events.IterationAnalyzed, "s1", 0, at, nilSignal, "payload"},
-		{"payload encoding to null", events.TaskDecomposed, "s1", 0, at, []prd.Task(nil), "data"},
+		{"payload of another type", events.TaskDecomposed, "s1", 0, at, []prd.Task(nil), "task.decomposed payload is []prd.Task, want events.TaskDecomposedData"},
+		{"pointer to another type", events.SessionFailed, "s1", 0, at, &events.SessionEscalatedData{Reason: "r"}, "session.failed payload is *events.SessionEscalatedData, want events.SessionFailedData"},
+		{"payload of the type next to it", events.CritiqueRequested, "s1", 0, at, events.CritiqueCompletedData{TaskID: "T1"}, "want events.CritiqueRequestedData"},
 		{"unencodable time", events.SessionResumed, "s1", 0, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), events.SessionResumedData{Message: "m"}, "time"},
 		{"resume without guidance", events.SessionResumed, "s1", 0, at, events.SessionResumedData{Message: " "}, "field message"},
 		{"decomposition without subtasks or error", events.TaskDecomposed, "s1", 0, at, events.TaskDecomposedData{ParentID: "T1"}, "field subtasks"},
@@ -248,9 +288,17 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestNewEncodeError(t *testing.T) {
-	env, err := events.New(events.SessionResumed, "s1", "", 0, at, map[string]any{"c": make(chan int)})
-	if err == nil {
-		t.Fatalf("New with an unencodable payload: %+v", env)
+	rec := events.IterationRecord{Iteration: 1, ToolCalls: []events.ToolCall{{Name: "run", Args: json.RawMessage(`{"cmd":`)}}}
+	env, err := events.New(events.IterationCompleted, "s1", "", 0, at, rec)
+	if err == nil || !strings.Contains(err.Error(), "encode iteration.completed payload") {
+		t.Fatalf("New with an unencodable payload: %+v, err %v", env, err)
+	}
+}
+
+func TestNewRefusesAnotherTypesPayload(t *testing.T) {
+	_, err := events.New(events.SessionFailed, "s1", "", 0, at, events.SessionEscalatedData{Reason: "r"})
+	if !errors.Is(err, events.ErrPayloadType) || !errors.Is(err, events.ErrInvalid) {
+		t.Fatalf("err %v, want ErrPayloadType and ErrInvalid", err)
 	}
 }
 
@@ -387,6 +435,16 @@ func TestDecodeRejects(t *testing.T) {
 		{"missing data", without("data"), "field data"},
 		{"null data", with("data", nil), "field data"},
 		{"bad time", with("time", "yesterday"), "not JSON"},
+		// The payload is checked as the type's registered payload.
+		{"payload its type refuses", encode(t, map[string]any{
+			"id": "s1/1/session.failed/", "type": "session.failed", "schema": 1, "session": "s1", "step": 1,
+			"time": "2025-03-04T05:06:07Z", "data": map[string]any{"iterations": 3}}), "session.failed payload: field reason: required"},
+		{"payload of the wrong shape", with("data", "text"), "task.completed payload"},
+		{"payload field of the wrong type", with("data", map[string]any{"task_id": 7}), "task.completed payload"},
+		{"nested payload field invalid", encode(t, map[string]any{
+			"id": "s1/1/iteration.analyzed/T1", "type": "iteration.analyzed", "schema": 1, "session": "s1", "step": 1,
+			"time": "2025-03-04T05:06:07Z", "data": map[string]any{"iteration": 1,
+				"signal": map[string]any{"pattern": "p", "confidence": 0.5, "action": "reboot"}}}), "iteration.analyzed payload: field action"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -464,44 +522,117 @@ func TestEnvelopeDecodeValidatesPayload(t *testing.T) {
 
 func TestSubjects(t *testing.T) {
 	cases := []struct{ got, want string }{
-		{events.Subject("ralph", "s1", events.TaskStarted), "ralph.s.s1.task.started"},
-		{events.Subject("t1a2", "sess_9", events.SessionStarted), "t1a2.s.sess_9.session.started"},
-		{events.SessionFilter("ralph", "s1"), "ralph.s.s1.>"},
+		{events.Subject("ralph", "web", "s1", events.TaskStarted), "ralph.s.web.s1.task.started"},
+		{events.Subject("t1a2", events.DefaultTeam, "sess_9", events.SessionStarted), "t1a2.s.default.sess_9.session.started"},
+		{events.SessionFilter("ralph", "web", "s1"), "ralph.s.web.s1.>"},
+		{events.SessionFilter("ralph", events.AnyTeam, "s1"), "ralph.s.*.s1.>"},
+		{events.LegacySessionFilter("ralph", "s1"), "ralph.s.s1.*.*"},
+		{events.TeamFilter("ralph", "web"), "ralph.s.web.>"},
 		{events.AllSessions("ralph"), "ralph.s.>"},
-		{events.TypeFilter("ralph", events.IterationCompleted), "ralph.s.*.iteration.completed"},
+		{events.TypeFilter("ralph", events.IterationCompleted), "ralph.s.*.*.iteration.completed"},
 		{events.StreamName("ralph"), "RALPH"},
 		{events.StreamName("t1a2b3c4"), "T1A2B3C4"},
 		{events.StreamName("ralph.dev-eu"), "RALPH_DEV_EU"},
 		{events.DeadLetterStream("ralph"), "RALPH_DLQ"},
 		{events.DeadLetterStream("a.b-c"), "A_B_C_DLQ"},
 		{events.DeadLetterSubject("ralph", "builder"), "ralph.dlq.builder"},
+		{events.DeadLetters("ralph"), "ralph.dlq.>"},
+		{events.NoticeSubject("ralph", "web", "s1"), "ralph.notice.web.s1"},
+		{events.NoticeFilter("ralph", "web", "*"), "ralph.notice.web.*"},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
-	// Every subject of a session is matched by its session filter, and
-	// every type's subject by the type filter.
+	// Every subject of a session is matched by its session filter, its
+	// team's filter, any team's filter for the session, and its type's
+	// filter; never by another session's or team's, nor by the filters of
+	// the layout before teams.
 	for _, typ := range events.AllTypes {
-		subj := events.Subject("p", "s1", typ)
-		if !subjectMatches(events.SessionFilter("p", "s1"), subj) {
-			t.Errorf("%s not matched by the session filter", subj)
+		subj := events.Subject("p", "web", "s1", typ)
+		for _, f := range []string{events.SessionFilter("p", "web", "s1"), events.SessionFilter("p", events.AnyTeam, "s1"),
+			events.TeamFilter("p", "web"), events.AllSessions("p"), events.TypeFilter("p", typ)} {
+			if !subjectMatches(f, subj) {
+				t.Errorf("%s not matched by %s", subj, f)
+			}
 		}
-		if !subjectMatches(events.AllSessions("p"), subj) {
-			t.Errorf("%s not matched by AllSessions", subj)
-		}
-		if !subjectMatches(events.TypeFilter("p", typ), subj) {
-			t.Errorf("%s not matched by its type filter", subj)
-		}
-		if subjectMatches(events.SessionFilter("p", "s2"), subj) {
-			t.Errorf("%s matched by another session's filter", subj)
+		for _, f := range []string{events.SessionFilter("p", "web", "s2"), events.SessionFilter("p", "ops", "s1"),
+			events.TeamFilter("p", "ops"), events.TeamFilter("p", "s1"), events.LegacySessionFilter("p", "web"), events.LegacySessionFilter("p", "s1")} {
+			if subjectMatches(f, subj) {
+				t.Errorf("%s matched by %s", subj, f)
+			}
 		}
 		for _, other := range events.AllTypes {
 			if other != typ && subjectMatches(events.TypeFilter("p", other), subj) {
 				t.Errorf("%s matched by the filter of %s", subj, other)
 			}
 		}
+		// The layout before teams: its legacy filter and the stream's
+		// subject match, the filters of the new layout do not.
+		legacy := "p.s.s1." + string(typ)
+		if !subjectMatches(events.LegacySessionFilter("p", "s1"), legacy) || !subjectMatches(events.AllSessions("p"), legacy) {
+			t.Errorf("%s not matched by the legacy filters", legacy)
+		}
+		if subjectMatches(events.TypeFilter("p", typ), legacy) || subjectMatches(events.SessionFilter("p", events.AnyTeam, "s1"), legacy) {
+			t.Errorf("%s matched by a filter of the team layout", legacy)
+		}
+	}
+}
+
+func TestParseSubject(t *testing.T) {
+	cases := []struct {
+		subject, team, session string
+		typ                    events.Type
+		ok                     bool
+	}{
+		{"p.s.web.s1.task.started", "web", "s1", events.TaskStarted, true},
+		{"p.s.s1.task.started", events.DefaultTeam, "s1", events.TaskStarted, true},
+		// Three tokens are the layout before teams, whatever they say.
+		{"p.s.web.s1.task", events.DefaultTeam, "web", "s1.task", true},
+		{"p.s.s1.task", "", "", "", false},
+		{"p.s.web.s1.a.b.c", "", "", "", false},
+		{"q.s.web.s1.task.started", "", "", "", false},
+		{"p.dlq.builder", "", "", "", false},
+		{"p.s.w*b.s1.task.started", "", "", "", false},
+	}
+	for _, c := range cases {
+		team, session, typ, ok := events.ParseSubject("p", c.subject)
+		if team != c.team || session != c.session || typ != c.typ || ok != c.ok {
+			t.Errorf("ParseSubject(%q) = %q %q %q %v, want %q %q %q %v", c.subject, team, session, typ, ok, c.team, c.session, c.typ, c.ok)
+		}
+	}
+}
+
+func TestTeam(t *testing.T) {
+	for _, ok := range []string{"default", "web", "team_2", "A-b"} {
+		if err := events.ValidTeam(ok); err != nil {
+			t.Errorf("ValidTeam(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", 33)} {
+		if err := events.ValidTeam(bad); !errors.Is(err, events.ErrInvalid) {
+			t.Errorf("ValidTeam(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	env := events.Must(events.SessionResumed, "s1", "", 1, at, events.SessionResumedData{Message: "m"})
+	if env.Team != "" || env.TeamOrDefault() != events.DefaultTeam {
+		t.Errorf("a new envelope has team %q (%q)", env.Team, env.TeamOrDefault())
+	}
+	web := env.For("web")
+	if web.Team != "web" || web.TeamOrDefault() != "web" || env.Team != "" {
+		t.Errorf("For: %q, the original %q", web.Team, env.Team)
+	}
+	back, err := events.Decode(web.Marshal())
+	if err != nil || back.Team != "web" {
+		t.Errorf("the team does not survive the wire: %+v %v", back, err)
+	}
+	if err := env.For("a.b").Validate(); !errors.Is(err, events.ErrInvalid) || !strings.Contains(err.Error(), "field team") {
+		t.Errorf("an invalid team validates: %v", err)
+	}
+	// An envelope of before teams has no team field at all.
+	if strings.Contains(string(env.Marshal()), `"team"`) {
+		t.Errorf("an envelope without a team writes one: %s", env.Marshal())
 	}
 }
 
@@ -517,4 +648,54 @@ func subjectMatches(filter, subject string) bool {
 		}
 	}
 	return len(f) == len(s)
+}
+
+func TestValidateChecksThePayload(t *testing.T) {
+	env := events.Must(events.SessionFailed, "s1", "", 1, at, events.SessionFailedData{Reason: "budget"})
+	env.Data = json.RawMessage(`{"reason":""}`)
+	if err := env.Validate(); !errors.Is(err, events.ErrInvalid) || !strings.Contains(err.Error(), "session.failed payload: field reason") {
+		t.Fatalf("Validate of an envelope whose payload its type refuses: %v", err)
+	}
+}
+
+func TestDecodeAs(t *testing.T) {
+	env := events.Must(events.CritiqueCompleted, "s1", "T1", 4, at, fullPayloads[events.CritiqueCompleted])
+	d, err := events.DecodeAs[events.CritiqueCompletedData](env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, fullPayloads[events.CritiqueCompleted]) {
+		t.Fatalf("DecodeAs = %+v", d)
+	}
+
+	// Asking for another type than the registered one is refused, even
+	// when the JSON would fit it.
+	other, err := events.DecodeAs[events.TaskCompletedData](env)
+	if !errors.Is(err, events.ErrPayloadType) || !errors.Is(err, events.ErrInvalid) {
+		t.Fatalf("DecodeAs with the wrong type: %+v, %v; want ErrPayloadType and ErrInvalid", other, err)
+	}
+	if want := "decode critique.completed payload as events.TaskCompletedData: its payload is events.CritiqueCompletedData"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not contain %q", err, want)
+	}
+	if _, err := events.DecodeAs[*events.CritiqueCompletedData](env); !errors.Is(err, events.ErrPayloadType) {
+		t.Fatalf("DecodeAs with a pointer type: %v, want ErrPayloadType", err)
+	}
+
+	// A payload its type refuses: the error names the type and the field,
+	// and no half-decoded value comes back.
+	bad := env
+	bad.Data = json.RawMessage(`{"attempt":2}`)
+	got, err := events.DecodeAs[events.CritiqueCompletedData](bad)
+	if !errors.Is(err, events.ErrInvalid) || !strings.Contains(err.Error(), "critique.completed payload: field task_id: required") {
+		t.Fatalf("DecodeAs of an invalid payload: %v", err)
+	}
+	if !reflect.DeepEqual(got, events.CritiqueCompletedData{}) {
+		t.Fatalf("DecodeAs returned %+v with its error", got)
+	}
+
+	unknown := env
+	unknown.Type = "task.exploded"
+	if _, err := events.DecodeAs[events.CritiqueCompletedData](unknown); !errors.Is(err, events.ErrInvalid) || !strings.Contains(err.Error(), `unknown event type "task.exploded"`) {
+		t.Fatalf("DecodeAs of an unknown type: %v", err)
+	}
 }

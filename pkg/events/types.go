@@ -4,20 +4,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
+	"github.com/ralphmesh/ralph/pkg/gitref"
 	"github.com/ralphmesh/ralph/pkg/prd"
 )
 
-// Type names an event. The catalogue is DESIGN.md section 2.
+// Type names an event. The catalogue is docs/REFERENCE.md, "Events".
 type Type string
 
 const (
-	SessionStarted      Type = "session.started"
-	SessionCompleted    Type = "session.completed"
-	SessionFailed       Type = "session.failed"
-	SessionEscalated    Type = "session.escalated"
-	SessionResumed      Type = "session.resumed"
+	SessionStarted   Type = "session.started"
+	SessionCompleted Type = "session.completed"
+	SessionFailed    Type = "session.failed"
+	SessionEscalated Type = "session.escalated"
+	SessionResumed   Type = "session.resumed"
+	// CancelRequested is a person asking to stop a session (ralph cancel,
+	// the API); SessionCancelled is the builder saying it stopped.
+	CancelRequested     Type = "cancel.requested"
+	SessionCancelled    Type = "session.cancelled"
 	TaskStarted         Type = "task.started"
 	TaskCompleted       Type = "task.completed"
 	TaskDecomposed      Type = "task.decomposed"
@@ -31,6 +37,7 @@ const (
 	DecomposeRequested  Type = "decompose.requested"
 	CompactionRequested Type = "compaction.requested"
 	CompactionCompleted Type = "compaction.completed"
+	MemoryUpdated       Type = "memory.updated"
 )
 
 // AllTypes lists the catalogue in flow order.
@@ -38,7 +45,8 @@ var AllTypes = []Type{
 	SessionStarted, TaskStarted, IterationRequested, IterationCompleted, IterationAnalyzed,
 	CritiqueRequested, CritiqueCompleted, PruneRequested, PruneCompleted,
 	DecomposeRequested, TaskDecomposed, CompactionRequested, CompactionCompleted,
-	TaskCompleted, SessionCompleted, SessionFailed, SessionEscalated, SessionResumed,
+	TaskCompleted, MemoryUpdated, SessionCompleted, SessionFailed, SessionEscalated, SessionResumed,
+	CancelRequested, SessionCancelled,
 }
 
 // Known reports whether t is in the catalogue.
@@ -53,7 +61,7 @@ func (t Type) Known() bool {
 
 // Terminal reports whether t ends a session (until a resume).
 func (t Type) Terminal() bool {
-	return t == SessionCompleted || t == SessionFailed || t == SessionEscalated
+	return t == SessionCompleted || t == SessionFailed || t == SessionEscalated || t == SessionCancelled
 }
 
 // Limits bound a session. Zero means the service default applies.
@@ -77,7 +85,56 @@ type SessionStartedData struct {
 	PRD       prd.PRD `json:"prd"`
 	Workspace string  `json:"workspace"`
 	Limits    Limits  `json:"limits"`
+	// Git makes the session's work product a branch of the workspace's
+	// repository with one commit per approved task. Without it (a
+	// publisher that is not `ralph run`) tasks are approved without
+	// commits.
+	Git *Git `json:"git,omitempty"`
 }
+
+// Git is where a session's work goes: a branch of the repository the
+// workspace is the top level of, created from HEAD or continued.
+type Git struct {
+	Branch string `json:"branch"`
+	// PRDFile is the path, relative to the workspace, of the Ralph
+	// prd.json the session runs: when a story is approved its passes
+	// becomes true there, in the same commit as the work.
+	PRDFile string `json:"prd_file,omitempty"`
+	// Push names the remote each commit is pushed to; empty, nothing is
+	// pushed.
+	Push string `json:"push,omitempty"`
+}
+
+func (g Git) Validate() error {
+	if err := gitref.ValidBranch(g.Branch); err != nil {
+		return fmt.Errorf("field git.branch: %w", err)
+	}
+	if g.PRDFile != "" {
+		if path.IsAbs(g.PRDFile) || path.Clean(g.PRDFile) != g.PRDFile || g.PRDFile == ".." || strings.HasPrefix(g.PRDFile, "../") {
+			return fmt.Errorf("field git.prd_file: %q must be a clean path inside the workspace", g.PRDFile)
+		}
+	}
+	if g.Push != "" {
+		if err := gitref.ValidRemote(g.Push); err != nil {
+			return fmt.Errorf("field git.push: %w", err)
+		}
+	}
+	return nil
+}
+
+// Commit is one commit a session made: an approved task's work.
+type Commit struct {
+	TaskID  string `json:"task_id"`
+	SHA     string `json:"sha"`
+	Subject string `json:"subject"`
+	// PushError says why the commit could not be pushed, when a push was
+	// asked for (the commit is made all the same).
+	Pushed    bool   `json:"pushed,omitempty"`
+	PushError string `json:"push_error,omitempty"`
+}
+
+// Short is the commit's abbreviated id.
+func (c Commit) Short() string { return c.SHA[:min(len(c.SHA), 7)] }
 
 func (d SessionStartedData) Validate() error {
 	if d.Workspace == "" {
@@ -90,6 +147,11 @@ func (d SessionStartedData) Validate() error {
 		d.Limits.MaxDecomposeDepth < 0 || d.Limits.MaxSubtasks < 0 || d.Limits.ContextWindow < 0 || d.Limits.CompactAt < 0 {
 		return errors.New("field limits: negative limit")
 	}
+	if d.Git != nil {
+		if err := d.Git.Validate(); err != nil {
+			return err
+		}
+	}
 	return d.PRD.Validate()
 }
 
@@ -100,11 +162,51 @@ type TaskStartedData struct {
 
 func (d TaskStartedData) Validate() error { return d.Task.Validate() }
 
-// TaskCompletedData is the payload of task.completed.
+// TaskCompletedData is the payload of task.completed. Commit is the
+// commit that records the task's work, when the session has a branch and
+// there was something to commit.
 type TaskCompletedData struct {
-	TaskID     string `json:"task_id"`
-	Iterations int    `json:"iterations"`
-	Attempts   int    `json:"attempts"`
+	TaskID     string  `json:"task_id"`
+	Iterations int     `json:"iterations"`
+	Attempts   int     `json:"attempts"`
+	Commit     *Commit `json:"commit,omitempty"`
+}
+
+// MemoryUpdatedData is the payload of memory.updated: what the summarizer
+// took into the session's memory from a task the reviewer approved. Nobody
+// acts on it (a starting task reads the memory from the store); it tells
+// people, and `ralph memory bench`, what memory cost and holds.
+type MemoryUpdatedData struct {
+	TaskID string `json:"task_id"`
+	// How is how the task's learnings were extracted: "llm",
+	// "extractive" (the model failed or ran out of time), or "already"
+	// (the memory held them: a redelivered task.completed).
+	How string `json:"how"`
+	// Notes is how many notes the task added, beyond what the memory
+	// already said.
+	Notes int `json:"notes"`
+	// Tokens is the memory's size after the update, MaxTokens its bound.
+	Tokens    int `json:"tokens"`
+	MaxTokens int `json:"max_tokens"`
+	// Tasks is how many tasks' learnings the memory holds.
+	Tasks int `json:"tasks"`
+	// Resummarized says how the memory was summarised again because it
+	// outgrew its bound ("llm" or "extractive"); empty when it was not.
+	Resummarized string `json:"resummarized,omitempty"`
+	LLMCalls     int    `json:"llm_calls"`
+	ElapsedMS    int64  `json:"elapsed_ms"`
+	// Error says why the memory could not be updated: it is as it was.
+	Error string `json:"error,omitempty"`
+}
+
+func (d MemoryUpdatedData) Validate() error {
+	if d.TaskID == "" {
+		return errors.New("field task_id: required")
+	}
+	if d.Tokens < 0 || d.MaxTokens < 0 || d.Notes < 0 || d.Tasks < 0 {
+		return errors.New("field tokens, max_tokens, notes or tasks: negative")
+	}
+	return nil
 }
 
 // IterationRequestedData is the payload of iteration.requested.
@@ -120,6 +222,13 @@ type ToolCall struct {
 	Output   string          `json:"output,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	ExitCode int             `json:"exit_code"`
+	// Artifact is set when Output is not the whole output: the output was
+	// larger than a tool result is shown inline, or the record had to be
+	// made smaller to fit in an event, and it is kept whole as this
+	// artifact. Output is then its pointer (tools.PointerDigest, or the
+	// pointer line alone), the same for the same output, since the id is
+	// content-addressed.
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // TestResult is what an iteration's test run reported, when it ran tests.
@@ -136,7 +245,7 @@ type Usage struct {
 }
 
 // IterationRecord is the payload of iteration.completed and one line of
-// `ralph stuck scan` input (CONTRACT.md). Every field but Iteration may be
+// `ralph stuck scan` input (docs/REFERENCE.md, "IterationRecord"). Every field but Iteration may be
 // empty.
 type IterationRecord struct {
 	Iteration     int         `json:"iteration"`
@@ -181,6 +290,25 @@ func (a Action) Known() bool {
 	return a == ActionPrune || a == ActionDecompose || a == ActionNudge || a == ActionEscalate
 }
 
+// Strength is how much evidence a stuck signal rests on. The detector
+// grades it, and the action follows: weak evidence is answered with a
+// nudge, strong evidence with the pattern's own remedy.
+type Strength string
+
+const (
+	// StrengthWeak: the pattern's threshold was just reached (three
+	// identical calls, two compactions in a row). A coincidence or a
+	// re-check is still possible, so the detector recommends a nudge and
+	// keeps the evidence, which grows if the nudge changes nothing.
+	StrengthWeak Strength = "weak"
+	// StrengthStrong: the evidence went past the threshold (four or more
+	// repeats, a loop that went on after the nudge).
+	StrengthStrong Strength = "strong"
+)
+
+// Known reports whether s is one of the two strengths.
+func (s Strength) Known() bool { return s == StrengthWeak || s == StrengthStrong }
+
 // Signal is a detected stuck pattern.
 type Signal struct {
 	Iteration  int     `json:"iteration"`
@@ -190,6 +318,9 @@ type Signal struct {
 	Diagnosis  string  `json:"diagnosis"`
 	// Evidence lists the iterations the pattern was seen in.
 	Evidence []int `json:"evidence,omitempty"`
+	// Strength grades the evidence; empty from producers that do not
+	// grade (signals recorded before it existed).
+	Strength Strength `json:"strength,omitempty"`
 }
 
 func (s Signal) Validate() error {
@@ -200,6 +331,8 @@ func (s Signal) Validate() error {
 		return fmt.Errorf("field confidence: %v not in [0,1]", s.Confidence)
 	case !s.Action.Known():
 		return fmt.Errorf("field action: unknown action %q", s.Action)
+	case s.Strength != "" && !s.Strength.Known():
+		return fmt.Errorf("field strength: must be %q or %q, got %q", StrengthWeak, StrengthStrong, s.Strength)
 	}
 	return nil
 }
@@ -409,13 +542,16 @@ func (d CompactionCompletedData) Validate() error {
 	return nil
 }
 
-// SessionCompletedData is the payload of session.completed.
+// SessionCompletedData is the payload of session.completed. Branch and
+// Commits are the session's work product, oldest commit first.
 type SessionCompletedData struct {
-	Tasks           int `json:"tasks"`
-	Iterations      int `json:"iterations"`
-	Tokens          int `json:"tokens"`
-	Compactions     int `json:"compactions,omitempty"`
-	CompactedTokens int `json:"compacted_tokens,omitempty"`
+	Tasks           int      `json:"tasks"`
+	Iterations      int      `json:"iterations"`
+	Tokens          int      `json:"tokens"`
+	Compactions     int      `json:"compactions,omitempty"`
+	CompactedTokens int      `json:"compacted_tokens,omitempty"`
+	Branch          string   `json:"branch,omitempty"`
+	Commits         []Commit `json:"commits,omitempty"`
 }
 
 // SessionFailedData is the payload of session.failed.
@@ -458,6 +594,29 @@ type SessionResumedData struct {
 func (d SessionResumedData) Validate() error {
 	if strings.TrimSpace(d.Message) == "" {
 		return errors.New("field message: required")
+	}
+	return nil
+}
+
+// CancelRequestedData is the payload of cancel.requested: a person asks
+// the builder to stop the session. Reason is optional.
+type CancelRequestedData struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// SessionCancelledData is the payload of session.cancelled: the builder
+// stopped the session at a person's request. It can be resumed
+// (session.resumed) like an escalated one.
+type SessionCancelledData struct {
+	Reason     string `json:"reason"`
+	TaskID     string `json:"task_id,omitempty"`
+	Iterations int    `json:"iterations"`
+	Tokens     int    `json:"tokens"`
+}
+
+func (d SessionCancelledData) Validate() error {
+	if d.Reason == "" {
+		return errors.New("field reason: required")
 	}
 	return nil
 }

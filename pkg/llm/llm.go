@@ -2,7 +2,9 @@
 // role. It retries what a retry can fix (rate limits, server errors, dropped
 // connections), records token usage per session, and tells services through
 // ErrRetryable whether a failed call should be redelivered later or
-// dead-lettered.
+// dead-lettered. Reply (reply.go) is the call as event handlers make it:
+// errors sorted the way the bus runner acts on them, a reply without
+// choices refused.
 package llm
 
 import (
@@ -13,7 +15,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"syscall"
 	"time"
 
@@ -34,13 +35,6 @@ const (
 	RoleDecomposer Role = "decomposer"
 )
 
-// Defaults applied to zero Endpoint fields.
-const (
-	DefaultTimeout    = 120 * time.Second
-	DefaultMaxRetries = 3
-	DefaultMaxBackoff = 30 * time.Second
-)
-
 // initialBackoff is the first wait between attempts when the server does not
 // say how long to wait; it doubles with every attempt.
 const initialBackoff = 250 * time.Millisecond
@@ -59,30 +53,40 @@ type Endpoint struct {
 	APIKey string
 	// Model is sent when a request names none.
 	Model string
-	// Timeout bounds one Chat call, all retries and waits included.
-	// Zero or negative means DefaultTimeout.
+	// Timeout bounds each attempt of a Chat call: sending the request and
+	// reading the reply. Waits between attempts come on top. Zero or
+	// negative means Config's default.
 	Timeout time.Duration
-	// MaxRetries is how many extra attempts a retryable failure gets. Zero
-	// means DefaultMaxRetries; negative disables retries.
+	// MaxRetries is how many extra attempts a retryable failure without
+	// Retry-After gets. Zero means Config's default; negative disables
+	// retries, Retry-After or not.
 	MaxRetries int
-	// MaxBackoff caps the wait between attempts, including waits asked for
-	// by Retry-After. Zero or negative means DefaultMaxBackoff.
+	// MaxBackoff caps the client's own wait between attempts. Zero or
+	// negative means Config's default.
 	MaxBackoff time.Duration
+	// MaxRetryWait bounds the waits a server asks for with Retry-After,
+	// added up over one call; past it the call fails, not retryable. Zero
+	// or negative means Config's default.
+	MaxRetryWait time.Duration
 }
 
-// withDefaults returns ep with zero fields replaced by their defaults.
+// withDefaults returns ep with zero fields replaced by Config's defaults.
 func (ep Endpoint) withDefaults() Endpoint {
+	d := DefaultConfig()
 	if ep.Timeout <= 0 {
-		ep.Timeout = DefaultTimeout
+		ep.Timeout = d.Timeout
 	}
 	switch {
 	case ep.MaxRetries == 0:
-		ep.MaxRetries = DefaultMaxRetries
+		ep.MaxRetries = d.MaxRetries
 	case ep.MaxRetries < 0:
 		ep.MaxRetries = 0
 	}
 	if ep.MaxBackoff <= 0 {
-		ep.MaxBackoff = DefaultMaxBackoff
+		ep.MaxBackoff = d.MaxBackoff
+	}
+	if ep.MaxRetryWait <= 0 {
+		ep.MaxRetryWait = d.MaxRetryWait
 	}
 	return ep
 }
@@ -129,8 +133,8 @@ func New(role Role, ep Endpoint, usage UsageRecorder, log *zap.Logger) (*Client,
 	if ep.BaseURL == "" {
 		return nil, fmt.Errorf("llm %s: new client: endpoint BaseURL is empty", role)
 	}
-	if u, err := url.Parse(ep.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("llm %s: new client: endpoint BaseURL %q is not an absolute http(s) URL", role, ep.BaseURL)
+	if err := checkBaseURL(role, ep.BaseURL); err != nil {
+		return nil, err
 	}
 	if ep.Model == "" {
 		return nil, fmt.Errorf("llm %s: new client: endpoint Model is empty", role)
@@ -142,17 +146,20 @@ func New(role Role, ep Endpoint, usage UsageRecorder, log *zap.Logger) (*Client,
 	log = log.With(zap.String("llm_role", string(role)), zap.String("model", ep.Model))
 
 	rt := &retryTransport{
-		next:       baseTransport(),
-		maxRetries: ep.MaxRetries,
-		maxBackoff: ep.MaxBackoff,
-		initial:    initialBackoff,
-		log:        log,
+		next:         baseTransport(),
+		maxRetries:   ep.MaxRetries,
+		maxBackoff:   ep.MaxBackoff,
+		maxRetryWait: ep.MaxRetryWait,
+		timeout:      ep.Timeout,
+		initial:      initialBackoff,
+		log:          log,
+		sleep:        sleep,
 	}
 	cfg := openai.DefaultConfig(ep.APIKey)
 	cfg.BaseURL = ep.BaseURL
-	// No http.Client timeout: the per-call context bounds the whole call,
-	// retries included, and a client timeout would cut a slow but healthy
-	// local model off mid-answer.
+	// No http.Client timeout: the transport bounds each attempt, reply
+	// included, and a client timeout would also bound the waits between
+	// attempts.
 	cfg.HTTPClient = &http.Client{Transport: rt}
 
 	return &Client{
@@ -181,25 +188,18 @@ func (c *Client) Model() string { return c.ep.Model }
 // Role returns the role the client serves.
 func (c *Client) Role() Role { return c.role }
 
-// Chat makes one chat completion call (non-streaming) with a per-call
-// timeout (Endpoint.Timeout, default 120s) and records usage for the session.
+// Chat makes one chat completion call (non-streaming), each attempt bounded
+// by Endpoint.Timeout (default 120s), and records usage for the session.
 // req.Model is set to the endpoint's model when empty. Failures a later
-// attempt may fix wrap ErrRetryable.
+// attempt may fix wrap ErrRetryable; a reply that is not a completion
+// (ErrMalformedReply) is one of them.
 func (c *Client) Chat(ctx context.Context, session string, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error) {
 	if req.Model == "" {
 		req.Model = c.ep.Model
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.ep.Timeout)
-	defer cancel()
-
 	start := time.Now()
-	resp, err := c.api.CreateChatCompletion(callCtx, req)
+	resp, err := c.api.CreateChatCompletion(withSession(ctx, session), req)
 	if err != nil {
-		// Say so when our own deadline fired: the underlying error only says
-		// "context deadline exceeded", which reads like the caller's doing.
-		if ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %s: %w", c.ep.Timeout, err)
-		}
 		if retryable(err) {
 			err = &retryableError{err}
 		}
@@ -231,8 +231,11 @@ func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrRetryable) {
+	if errors.Is(err, ErrRetryable) || errors.Is(err, ErrMalformedReply) {
 		return true
+	}
+	if errors.Is(err, ErrRetryWaitExhausted) {
+		return false
 	}
 	if code := statusCode(err); code != 0 {
 		return retryableStatus(code)

@@ -83,10 +83,37 @@ func newClient(t *testing.T, ep Endpoint, usage UsageRecorder) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Keep exponential backoff from slowing the tests; Retry-After waits
-	// are unaffected.
+	// Keep waits from slowing the tests: they are recorded, not waited.
 	c.transport.initial = time.Millisecond
+	recordSleeps(c)
 	return c
+}
+
+// sleeps records the waits between attempts instead of waiting.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// recordSleeps makes c record its waits between attempts instead of
+// waiting, and returns the record.
+func recordSleeps(c *Client) *sleeps {
+	s := &sleeps{}
+	c.transport.sleep = s.sleep
+	return s
 }
 
 func request() openai.ChatCompletionRequest {
@@ -188,16 +215,15 @@ func TestChatRetriesAfter429HonouringRetryAfter(t *testing.T) {
 		io.WriteString(w, completion("m", "ok", 1, 1))
 	})
 	c := newClient(t, Endpoint{BaseURL: srv.URL + "/v1"}, nil)
-	start := time.Now()
+	waits := recordSleeps(c)
 	if _, err := c.Chat(context.Background(), "s1", request()); err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
 	if n := attempts.Load(); n != 2 {
 		t.Errorf("attempts = %d, want 2", n)
 	}
-	if elapsed < 990*time.Millisecond {
-		t.Errorf("elapsed = %s, want at least the 1s Retry-After", elapsed)
+	if got := waits.all(); len(got) != 1 || got[0] != time.Second {
+		t.Errorf("waited %v, want the 1s Retry-After", got)
 	}
 	if len(bodies) != 2 || bodies[0] == "" || bodies[0] != bodies[1] {
 		t.Errorf("bodies were not resent intact: %q", bodies)
@@ -296,7 +322,7 @@ func TestChatConnectionRefusedIsRetryable(t *testing.T) {
 
 func TestChatTimeoutIsRetryable(t *testing.T) {
 	release := make(chan struct{})
-	srv, _ := server(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+	srv, attempts := server(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		// The server only notices the client going away once the body is
 		// read; release unblocks the handler so srv.Close does not wait.
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -314,6 +340,9 @@ func TestChatTimeoutIsRetryable(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 100ms") {
 		t.Errorf("error %q does not say the call timed out", err)
 	}
+	if n := attempts.Load(); n != 1 {
+		t.Errorf("attempts = %d, want 1: a timed-out attempt goes back to the caller, not round again", n)
+	}
 }
 
 func TestChatGivesUpWhenRetryAfterOutlivesDeadline(t *testing.T) {
@@ -321,8 +350,10 @@ func TestChatGivesUpWhenRetryAfterOutlivesDeadline(t *testing.T) {
 		w.Header().Set("Retry-After", "30")
 		apiError(w, http.StatusTooManyRequests, "slow down")
 	})
-	c := newClient(t, Endpoint{BaseURL: srv.URL + "/v1", Timeout: 200 * time.Millisecond}, nil)
-	_, err := c.Chat(context.Background(), "s1", request())
+	c := newClient(t, Endpoint{BaseURL: srv.URL + "/v1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.Chat(ctx, "s1", request())
 	if !IsRetryable(err) {
 		t.Fatalf("IsRetryable(%v) = false, want true", err)
 	}
@@ -385,7 +416,29 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ep.Timeout != DefaultTimeout || c.transport.maxRetries != DefaultMaxRetries || c.transport.maxBackoff != DefaultMaxBackoff {
+	d := DefaultConfig()
+	if c.ep.Timeout != d.Timeout || c.transport.maxRetries != d.MaxRetries || c.transport.maxBackoff != d.MaxBackoff ||
+		c.transport.timeout != d.Timeout || c.transport.maxRetryWait != d.MaxRetryWait ||
+		d.Timeout != 120*time.Second || d.MaxRetries != 3 || d.MaxBackoff != 30*time.Second || d.MaxRetryWait != 5*time.Minute {
 		t.Errorf("defaults not applied: %+v", c.ep)
+	}
+}
+
+func TestConfigEndpoint(t *testing.T) {
+	c := Config{BaseURL: "http://shared/v1", APIKey: "k", Timeout: time.Second, MaxRetries: 0, MaxBackoff: time.Second, MaxRetryWait: time.Minute}
+	ep := c.Endpoint(RoleConfig{Model: "m"})
+	if ep.BaseURL != "http://shared/v1" || ep.APIKey != "k" || ep.Model != "m" || ep.MaxRetries != -1 || ep.MaxRetryWait != time.Minute {
+		t.Errorf("shared endpoint: %+v (zero retries must mean none)", ep)
+	}
+	ep = c.Endpoint(RoleConfig{Model: "m", BaseURL: "http://own/v1", APIKey: "own"})
+	if ep.BaseURL != "http://own/v1" || ep.APIKey != "own" {
+		t.Errorf("own endpoint: %+v", ep)
+	}
+	bad := Config{BaseURL: "localhost:8080", Timeout: 0, MaxBackoff: time.Second, MaxRetryWait: time.Minute}.Validate()
+	if bad == nil || bad.Error() != "BaseURL: not an absolute http(s) URL, got localhost:8080; Timeout: must be positive, got 0s" {
+		t.Errorf("Validate = %v", bad)
+	}
+	if err := (RoleConfig{}).Validate(); err == nil || err.Error() != "Model: must not be empty, got " {
+		t.Errorf("RoleConfig.Validate = %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package llm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,12 +26,41 @@ type retryTransport struct {
 	next       http.RoundTripper
 	maxRetries int
 	maxBackoff time.Duration
-	initial    time.Duration
-	log        *zap.Logger
+	// maxRetryWait bounds the waits servers ask for (Retry-After), added
+	// up over one call.
+	maxRetryWait time.Duration
+	// timeout bounds each attempt: sending it and reading the reply.
+	timeout time.Duration
+	initial time.Duration
+	log     *zap.Logger
+	// sleep waits between attempts; tests replace it to wait for nothing.
+	sleep func(ctx context.Context, d time.Duration) error
+	// notify, when set, is told of every wait (Client.NotifyRetries).
+	notify RetryNotifier
 }
 
-// RoundTrip sends req up to 1+maxRetries times. It returns the last response
-// as is when attempts run out, so that go-openai can still decode the error
+// maxReplyBytes bounds the reply read into memory; a chat completion is
+// far smaller.
+const maxReplyBytes = 64 << 20
+
+// ErrMalformedReply is wrapped when a successful (2xx) reply is not a whole
+// JSON object: an HTML page from a proxy, or a completion cut short. Either
+// may be fine on the next attempt, so both are retried, and both fail the
+// same way, as retryable, when the retries run out.
+var ErrMalformedReply = errors.New("the reply is not a JSON object")
+
+// ErrRetryWaitExhausted is wrapped when the server kept asking to wait
+// (Retry-After) longer in total than the endpoint's MaxRetryWait. It is not
+// retryable: the allowed wait was spent, so the call fails with the reason.
+var ErrRetryWaitExhausted = errors.New("giving up")
+
+// RoundTrip sends req until it succeeds, fails in a way no retry mends, or
+// the retries run out: a failure without Retry-After gets maxRetries more
+// attempts with exponential backoff; one whose server says when to come back
+// (a 429 or 503 with Retry-After) is retried after that wait for as long as
+// the waits add up to at most maxRetryWait. maxRetries 0 turns retrying
+// off altogether. It returns the last response as
+// is when attempts run out, so that go-openai can still decode the error
 // body, and stops early when the request's context is done.
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -38,17 +69,39 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("buffer request body: %w", err)
 	}
+	var waited time.Duration // what servers asked for, so far
+	retries := 0             // attempts after failures without Retry-After
 	for attempt := 0; ; attempt++ {
-		resp, err := t.next.RoundTrip(withBody(req, body))
+		resp, err := t.attempt(ctx, req, body)
 		reason, retry := t.shouldRetry(resp, err)
-		if !retry || attempt >= t.maxRetries || ctx.Err() != nil {
+		if !retry || t.maxRetries == 0 || ctx.Err() != nil {
 			if err != nil && attempt > 0 {
 				err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
 			}
 			return resp, err
 		}
-
-		delay := t.backoff(attempt, resp)
+		asked, told := time.Duration(0), false
+		if resp != nil {
+			asked, told = retryAfter(resp.Header, time.Now())
+		}
+		delay := t.backoff(attempt)
+		if told {
+			// What the server asked for, and never less than the backoff,
+			// so a server asking for no wait at all is not hammered.
+			delay = max(asked, delay)
+			if waited+delay > t.maxRetryWait {
+				return nil, fmt.Errorf("%s for %s in total; %w (it asks for %s more, past the %s allowed by RALPH_LLM_MAX_RETRY_WAIT)",
+					limited(resp), waited, ErrRetryWaitExhausted, delay, t.maxRetryWait)
+			}
+		} else {
+			if retries >= t.maxRetries {
+				if err != nil && attempt > 0 {
+					err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
+				}
+				return resp, err
+			}
+			retries++
+		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
 			// The call would time out while waiting; give the failure back
 			// now so the caller can requeue it instead of idling.
@@ -60,21 +113,92 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		t.log.Warn("llm: retrying request",
 			zap.Int("attempt", attempt+1), zap.Int("max_retries", t.maxRetries),
-			zap.String("reason", reason), zap.Duration("delay", delay))
-		if resp != nil {
-			drainClose(resp.Body)
+			zap.String("reason", reason), zap.Duration("delay", delay), zap.Bool("retry_after", told),
+			zap.Duration("waited", waited))
+		if told {
+			waited += delay
 		}
-		if err := sleep(ctx, delay); err != nil {
+		r := retryOf(resp, err)
+		r.Retry, r.Max, r.Told, r.Wait, r.Waited, r.MaxWait = retries, t.maxRetries, told, delay, waited, t.maxRetryWait
+		t.tell(ctx, r)
+		if err := t.sleep(ctx, delay); err != nil {
 			return nil, fmt.Errorf("waiting %s to retry after %s: %w", delay, reason, err)
 		}
 	}
 }
 
+// limited says what a reply asking to wait meant, for the error that gives
+// up on it.
+func limited(resp *http.Response) string {
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return "rate limited (" + resp.Status + ")"
+	}
+	return "unavailable (" + resp.Status + ")"
+}
+
+// attempt sends one attempt under the per-attempt timeout and reads its
+// reply whole, so that the timeout covers the reply too and a 2xx reply
+// can be checked before go-openai decodes it: one that is not a whole JSON
+// object is an ErrMalformedReply, whatever is wrong with it.
+func (t *retryTransport) attempt(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	resp, err := t.next.RoundTrip(withBody(req.WithContext(actx), body))
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+		_ = resp.Body.Close()
+		ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+		switch {
+		case ok && err != nil && actx.Err() == nil:
+			err = fmt.Errorf("%w: %s cut short after %d bytes: %w", ErrMalformedReply, resp.Status, len(data), err)
+		case ok && err == nil && !jsonObject(data):
+			err = fmt.Errorf("%w: %s %s, %d bytes: %q", ErrMalformedReply, resp.Status, resp.Header.Get("Content-Type"), len(data), head(data))
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			// Say so: the underlying error only says "context deadline
+			// exceeded", which reads like the caller's doing.
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("timed out after %s: %w", t.timeout, err)
+			} else {
+				err = fmt.Errorf("timed out after %s: %w (%w)", t.timeout, context.DeadlineExceeded, err)
+			}
+		}
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	return resp, nil
+}
+
+// jsonObject reports whether data is one whole JSON object, the only
+// thing a chat completion can be.
+func jsonObject(data []byte) bool {
+	data = bytes.TrimSpace(data)
+	return len(data) > 0 && data[0] == '{' && json.Valid(data)
+}
+
+// head is the start of a reply, enough to recognise it in an error.
+func head(data []byte) string {
+	const n = 120
+	if len(data) <= n {
+		return string(data)
+	}
+	return string(data[:n]) + "..."
+}
+
 // shouldRetry reports whether an attempt's outcome is worth another attempt,
-// and why, for the log.
+// and why, for the log. An attempt that timed out is not: the per-attempt
+// timeout already waited long enough for this call, and the failure goes
+// back to the caller (to be redelivered later).
 func (t *retryTransport) shouldRetry(resp *http.Response, err error) (string, bool) {
 	if err != nil {
-		return err.Error(), retryableTransportErr(err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return err.Error(), false
+		}
+		return err.Error(), errors.Is(err, ErrMalformedReply) || retryableTransportErr(err)
 	}
 	if retryableStatus(resp.StatusCode) {
 		return resp.Status, true
@@ -82,16 +206,11 @@ func (t *retryTransport) shouldRetry(resp *http.Response, err error) (string, bo
 	return "", false
 }
 
-// backoff returns how long to wait before the attempt after attempt (0-based):
-// what the server asked for, if anything, else exponential backoff from
+// backoff returns how long to wait before the attempt after attempt
+// (0-based) when the server does not say: exponential backoff from
 // t.initial with jitter so that clients rate-limited together do not retry
-// together. Either way it is capped at t.maxBackoff.
-func (t *retryTransport) backoff(attempt int, resp *http.Response) time.Duration {
-	if resp != nil {
-		if d, ok := retryAfter(resp.Header, time.Now()); ok {
-			return min(d, t.maxBackoff)
-		}
-	}
+// together, capped at t.maxBackoff.
+func (t *retryTransport) backoff(attempt int) time.Duration {
 	d := t.maxBackoff
 	if attempt < 30 { // beyond this the shift overflows, and the cap applies anyway
 		d = min(t.initial<<attempt, t.maxBackoff)
@@ -151,13 +270,6 @@ func withBody(req *http.Request, body []byte) *http.Request {
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.ContentLength = int64(len(body))
 	return r
-}
-
-// drainClose discards a little of body before closing it, so that the
-// connection can be reused for the next attempt.
-func drainClose(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-	_ = body.Close()
 }
 
 // sleep waits for d or until ctx is done, whichever comes first.

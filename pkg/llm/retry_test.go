@@ -44,19 +44,10 @@ func TestBackoff(t *testing.T) {
 			full = rt.maxBackoff
 		}
 		for range 20 {
-			d := rt.backoff(attempt, nil)
+			d := rt.backoff(attempt)
 			if d < full/2 || d > full {
 				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", attempt, d, full/2, full)
 			}
 		}
-	}
-	// Retry-After is honoured but capped.
-	resp := &http.Response{Header: http.Header{"Retry-After": []string{"120"}}}
-	if d := rt.backoff(0, resp); d != rt.maxBackoff {
-		t.Errorf("backoff with Retry-After 120 = %s, want the %s cap", d, rt.maxBackoff)
-	}
-	resp.Header.Set("Retry-After", "3")
-	if d := rt.backoff(0, resp); d != 3*time.Second {
-		t.Errorf("backoff with Retry-After 3 = %s, want 3s", d)
 	}
 }

@@ -1,8 +1,9 @@
 // Package metrics owns Ralph mesh's Prometheus metrics: how many events each
 // service handled and how (acked, retried, dead-lettered, interrupted), how
-// long handlers take, LLM calls and tokens by role, tool calls by tool, and
-// stuck signals by pattern. Each process has its own registry, served on
-// RALPH_METRICS_ADDR by `ralph up` and `ralph service`.
+// long handlers take, LLM calls and tokens by role, tool calls by tool,
+// stuck signals by pattern, and each service's consumer backlog (read from
+// JetStream at scrape time). Each process has its own registry, served on
+// RALPH_METRICS_ADDR by `ralph up` and `ralph service`, beside the probes.
 package metrics
 
 import (
@@ -28,6 +29,7 @@ type Metrics struct {
 	tokens   *prometheus.CounterVec
 	tools    *prometheus.CounterVec
 	signals  *prometheus.CounterVec
+	backlog  *backlog
 }
 
 // New registers the metrics on a fresh registry.
@@ -53,8 +55,9 @@ func New() *Metrics {
 		signals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ralph_stuck_signals_total", Help: "Stuck signals by pattern and recommended action.",
 		}, []string{"pattern", "action"}),
+		backlog: newBacklog(),
 	}
-	m.reg.MustRegister(m.handled, m.duration, m.llmCalls, m.tokens, m.tools, m.signals,
+	m.reg.MustRegister(m.handled, m.duration, m.llmCalls, m.tokens, m.tools, m.signals, m.backlog,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -99,16 +102,25 @@ func (m *Metrics) Signal(pattern, action string) {
 	m.signals.WithLabelValues(pattern, action).Inc()
 }
 
-// Serve serves /metrics on addr until ctx ends. It returns once the
-// listener is open so that a port in use is reported at start; a later
-// failure is logged and the process goes on without metrics.
-func (m *Metrics) Serve(ctx context.Context, addr string, log *zap.Logger) (string, error) {
+// Route is another endpoint served beside /metrics (the probes).
+type Route struct {
+	Path    string
+	Handler http.Handler
+}
+
+// Serve serves /metrics, and routes, on addr until ctx ends. It returns
+// once the listener is open so that a port in use is reported at start; a
+// later failure is logged and the process goes on without metrics.
+func (m *Metrics) Serve(ctx context.Context, addr string, log *zap.Logger, routes ...Route) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

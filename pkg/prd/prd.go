@@ -4,24 +4,21 @@
 package prd
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/ralphmesh/ralph/pkg/gitref"
 )
 
 // PRD is a list of tasks with acceptance criteria.
 type PRD struct {
 	Title string `json:"title,omitempty" yaml:"title,omitempty"`
-	Tasks []Task `json:"tasks" yaml:"tasks"`
+	// Branch is the git branch the session works on; empty, it is
+	// ralph/<slug of the title>.
+	Branch string `json:"branch_name,omitempty" yaml:"branch_name,omitempty"`
+	Tasks  []Task `json:"tasks" yaml:"tasks"`
 }
 
 // Task is one unit of work. Verify is an optional shell command that the
@@ -42,61 +39,54 @@ var ErrInvalid = errors.New("invalid PRD")
 
 var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// Load reads and validates a PRD file. YAML and JSON are both accepted;
-// unknown fields are rejected so that a typo does not silently drop a
-// criterion.
-func Load(path string) (PRD, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return PRD{}, fmt.Errorf("read PRD %s: %w", path, err)
-	}
-	p, err := Parse(data, filepath.Ext(path))
-	if err != nil {
-		return PRD{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
+// Load reads and validates a PRD file within the default bounds (Config).
+// YAML and JSON are both accepted; unknown fields are rejected so that a
+// typo does not silently drop a criterion.
+func Load(path string) (PRD, error) { return DefaultConfig().Load(path) }
 
 // Parse decodes a PRD from JSON (ext ".json") or YAML (anything else) and
-// validates it.
+// validates it. A document that cannot be decoded gives a *DecodeError with
+// the line and column of the problem. A Ralph prd.json (userStories) is
+// read as ParseFile reads it; one whose stories all pass is
+// ErrNothingToRun.
 func Parse(data []byte, ext string) (PRD, error) {
-	var p PRD
-	if strings.EqualFold(ext, ".json") {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			if located := locateJSON(data); located != nil {
-				return PRD{}, located
-			}
-			return PRD{}, fmt.Errorf("%w: bad JSON: %v", ErrInvalid, err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return PRD{}, fmt.Errorf("%w: bad JSON: data after the document", ErrInvalid)
-		}
-	} else {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&p); err != nil {
-			if located := locateYAML(data); located != nil {
-				return PRD{}, located
-			}
-			return PRD{}, fmt.Errorf("%w: bad YAML: %v", ErrInvalid, err)
-		}
-		for {
-			var more any
-			err := dec.Decode(&more)
-			if err == io.EOF {
-				break
-			}
-			if err != nil || more != nil {
-				return PRD{}, fmt.Errorf("%w: bad YAML: more than one document", ErrInvalid)
-			}
-		}
-	}
-	if err := p.Validate(); err != nil {
+	f, err := ParseFile(data, ext)
+	if err != nil {
 		return PRD{}, err
 	}
-	return p, nil
+	if len(f.Tasks) == 0 {
+		return PRD{}, ErrNothingToRun
+	}
+	return f.PRD, nil
+}
+
+// ParseFile is Parse with what the file says besides the tasks: its
+// format and, for a Ralph prd.json, the stories that pass already (which
+// are skipped: a prd.json whose stories all pass has no tasks and no
+// error) and their priorities. The tasks are in the order the session
+// tries them: a prd.json's by priority, ties in file order.
+func ParseFile(data []byte, ext string) (File, error) {
+	var (
+		p   PRD
+		err error
+	)
+	format := FormatYAML
+	if strings.EqualFold(ext, ".json") {
+		if isRalph(data) {
+			return decodeRalph(data)
+		}
+		format = FormatJSON
+		p, err = decodeJSON(data)
+	} else {
+		p, err = decodeYAML(data)
+	}
+	if err != nil {
+		return File{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return File{}, err
+	}
+	return File{PRD: p, Format: format}, nil
 }
 
 func taskLabel(i int, id string) string {
@@ -106,92 +96,19 @@ func taskLabel(i int, id string) string {
 	return fmt.Sprintf("task %d", i+1)
 }
 
-// locateJSON finds the task a strict decoding error of data comes from, so
-// that the error names the task as well as the field; nil when the error is
-// not inside a task.
-func locateJSON(data []byte) error {
-	var loose struct {
-		Tasks []json.RawMessage `json:"tasks"`
-	}
-	if json.Unmarshal(data, &loose) != nil {
-		return nil
-	}
-	for i, raw := range loose.Tasks {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		var t Task
-		if err := dec.Decode(&t); err != nil {
-			var id struct {
-				ID string `json:"id"`
-			}
-			_ = json.Unmarshal(raw, &id)
-			return fmt.Errorf("%w: %s: bad JSON: %v", ErrInvalid, taskLabel(i, id.ID), err)
-		}
-	}
-	return nil
-}
-
-// yamlTaskFields are the keys a task may have in YAML.
-var yamlTaskFields = func() map[string]bool {
-	m := map[string]bool{}
-	rt := reflect.TypeOf(Task{})
-	for i := 0; i < rt.NumField(); i++ {
-		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("yaml"), ",")
-		m[name] = true
-	}
-	return m
-}()
-
-// locateYAML is locateJSON for YAML: it decodes each field of each task on
-// its own so that the error names the task, the field and the line.
-func locateYAML(data []byte) error {
-	var loose struct {
-		Tasks []yaml.Node `yaml:"tasks"`
-	}
-	if yaml.Unmarshal(data, &loose) != nil {
-		return nil
-	}
-	for i := range loose.Tasks {
-		n := &loose.Tasks[i]
-		if n.Kind != yaml.MappingNode {
-			continue
-		}
-		id := ""
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			if n.Content[j].Value == "id" && n.Content[j+1].Kind == yaml.ScalarNode {
-				id = n.Content[j+1].Value
-			}
-		}
-		where := taskLabel(i, id)
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			k, v := n.Content[j], n.Content[j+1]
-			if k.Tag == "!!merge" {
-				continue
-			}
-			if !yamlTaskFields[k.Value] {
-				return fmt.Errorf("%w: %s: field %s: unknown field (line %d)", ErrInvalid, where, k.Value, k.Line)
-			}
-			one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{k, v}}
-			var t Task
-			if err := one.Decode(&t); err != nil {
-				return fmt.Errorf("%w: %s: field %s: %v", ErrInvalid, where, k.Value, err)
-			}
-		}
-	}
-	return nil
-}
-
 // Validate checks ids, required fields, dependencies and cycles.
 func (p PRD) Validate() error {
+	if p.Branch != "" {
+		if err := gitref.ValidBranch(p.Branch); err != nil {
+			return fmt.Errorf("%w: field branch_name: %v", ErrInvalid, err)
+		}
+	}
 	if len(p.Tasks) == 0 {
 		return fmt.Errorf("%w: field tasks: at least one task is required", ErrInvalid)
 	}
 	seen := make(map[string]int, len(p.Tasks))
 	for i, t := range p.Tasks {
-		where := fmt.Sprintf("task %d", i+1)
-		if t.ID != "" {
-			where = fmt.Sprintf("task %q", t.ID)
-		}
+		where := taskLabel(i, t.ID)
 		if err := t.Validate(); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
 		}

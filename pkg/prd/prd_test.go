@@ -2,6 +2,7 @@ package prd_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -179,12 +180,12 @@ func TestParseInvalid(t *testing.T) {
 		{"unknown field: YAML typo without id", ".yaml", yamlPRD("  - titel: t\n"),
 			[]string{"task 1", "titel"}},
 		{"unknown field: JSON", ".json", `{"tasks":[{"id":"A","title":"t","acceptance_criteria":["c"]},{"id":"B","title":"t","acceptance_criteria":["c"],"priority":1}]}`,
-			[]string{`task "B"`, `"priority"`}},
+			[]string{`task "B"`, "field priority", "unknown field"}},
 		{"unknown field: JSON typo", ".json", `{"tasks":[{"id":"A","title":"t","acceptence_criteria":["c"]}]}`,
 			[]string{`task "A"`, "acceptence_criteria"}},
 		{"unknown top-level field: YAML", ".yaml", "titel: x\n" + yamlPRD(yamlTask("A", "t", "[c]")), []string{"titel"}},
 		{"unknown top-level field: JSON", ".json", `{"titel":"x","tasks":[{"id":"A","title":"t","acceptance_criteria":["c"]}]}`,
-			[]string{`"titel"`}},
+			[]string{"field titel", "unknown field"}},
 		{"wrong type: YAML criteria", ".yaml", yamlPRD(yamlTask("A", "t", "{a: b}")),
 			[]string{`task "A"`, "field acceptance_criteria"}},
 		{"wrong type: JSON criteria", ".json", `{"tasks":[{"id":"A","title":"t","acceptance_criteria":"c"}]}`,
@@ -431,5 +432,121 @@ func TestSameWork(t *testing.T) {
 		if got := a.SameWork(c.b); got != c.want {
 			t.Errorf("%s: SameWork = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestDecodeErrorPositions pins the line and column of every kind of
+// decoding error to the character the problem is at, and the task and field
+// where there is one.
+func TestDecodeErrorPositions(t *testing.T) {
+	cases := []struct {
+		name, ext, data string
+		line, col       int
+		task, field     string
+		msg             string // a substring of the message
+	}{
+		// The issue's case: yaml.v3 put this on line 2, where the
+		// sequence began, instead of line 5.
+		{"YAML: indentation off by one", ".yaml",
+			"title: Demo\ntasks:\n  - id: T1\n    title: x\n   acceptance_criteria: [y]\n",
+			5, 4, "", "", "bad YAML: did not find expected '-' indicator (while parsing a block collection at line 3, column 3)"},
+		{"YAML: key dedented out of its task", ".yaml",
+			"tasks:\n- id: A\n  title: t\n acceptance_criteria: [c]\n",
+			4, 2, "", "", "did not find expected key"},
+		{"YAML: flow sequence never closed", ".yaml",
+			"tasks:\n  - id: A\n    title: [unclosed\n",
+			4, 1, "", "", "did not find expected ',' or ']' (while parsing a flow sequence at line 3, column 12)"},
+		{"YAML: colon in a plain value", ".yaml",
+			"tasks:\n  - id: A\n    title: a: b\n",
+			3, 13, "", "", "mapping values are not allowed in this context"},
+		{"YAML: tab indentation", ".yaml",
+			"tasks:\n  - id: A\n\ttitle: x\n",
+			3, 1, "", "", "found a tab character that violates indentation"},
+		{"YAML: quoted value never closed", ".yaml",
+			"tasks:\n  - id: A\n    title: \"abc\n",
+			4, 1, "", "", "found unexpected end of stream"},
+		{"YAML: unknown task field", ".yaml",
+			yamlPRD(yamlTask("A", "t", "[c]"), "  - id: B\n    title: t\n    acceptence_criteria: [c]\n"),
+			7, 5, `task "B"`, "acceptence_criteria", "unknown field"},
+		{"YAML: unknown field of a task without id", ".yaml",
+			"tasks:\n  - title: t\n    titel: u\n",
+			3, 5, "task 1", "titel", "unknown field"},
+		{"YAML: unknown top-level field", ".yaml",
+			"title: x\ntitel: y\n" + yamlPRD(yamlTask("A", "t", "[c]")),
+			2, 1, "", "titel", "unknown field"},
+		{"YAML: criteria a map", ".yaml",
+			yamlPRD(yamlTask("A", "t", "{a: b}")),
+			4, 26, `task "A"`, "acceptance_criteria", "bad YAML: cannot construct !!map into []string"},
+		{"YAML: second task a string", ".yaml",
+			yamlPRD(yamlTask("A", "t", "[c]")) + "  - just a line\n",
+			5, 5, "task 2", "", "bad YAML: cannot construct !!str"},
+		{"YAML: tasks not a list", ".yaml", "title: x\ntasks: A\n",
+			2, 8, "", "tasks", "bad YAML: cannot construct !!str `A`"},
+		{"YAML: second document", ".yaml",
+			yamlPRD(yamlTask("A", "t", "[c]")) + "---\n" + yamlPRD(yamlTask("B", "t", "[c]")),
+			5, 1, "", "", "bad YAML: more than one document"},
+		{"YAML: empty file", ".yaml", "", 0, 0, "", "", "bad YAML: no document"},
+		{"YAML: only a comment", ".yaml", "# nothing yet\n", 0, 0, "", "", "bad YAML: no document"},
+
+		{"JSON: trailing comma", ".json", `{"tasks":[{"id":"A",}]}`,
+			1, 21, "", "", "bad JSON: invalid character '}' looking for beginning of object key string"},
+		{"JSON: missing comma on line 3", ".json",
+			"{\n  \"tasks\": [\n    {\"id\": \"A\" \"title\": \"t\"}\n  ]\n}",
+			3, 16, "", "", "bad JSON: invalid character '\"' after object key:value pair"},
+		{"JSON: columns count characters", ".json", `{"title":"café ☕","tasks":[}`,
+			1, 28, "", "", "bad JSON: invalid character '}'"},
+		{"JSON: truncated", ".json", "{\"tasks\":[\n\n",
+			1, 11, "", "", "bad JSON: unexpected end of the file"},
+		{"JSON: criteria a string", ".json",
+			"{\n \"tasks\": [\n  {\"id\": \"A\", \"title\": \"t\", \"acceptance_criteria\": \"c\"}\n ]\n}",
+			3, 52, `task "A"`, "acceptance_criteria", "bad JSON: a string where an array is expected"},
+		{"JSON: criteria an object", ".json",
+			`{"tasks":[{"id":"A","title":"t","acceptance_criteria":{"a":1}}]}`,
+			1, 55, `task "A"`, "acceptance_criteria", "bad JSON: an object where an array is expected"},
+		{"JSON: one criterion a number", ".json",
+			`{"tasks":[{"id":"A","title":"t","acceptance_criteria":["c", 12]}]}`,
+			1, 61, `task "A"`, "acceptance_criteria[1]", "bad JSON: a number where a string is expected"},
+		{"JSON: id a number", ".json", `{"tasks":[{"id":7,"title":"t","acceptance_criteria":["c"]}]}`,
+			1, 17, "task 1", "id", "bad JSON: a number where a string is expected"},
+		{"JSON: tasks an object", ".json", `{"tasks":{"id":"A"}}`,
+			1, 10, "", "tasks", "bad JSON: an object where an array is expected"},
+		{"JSON: not an object", ".json", `[1]`, 1, 1, "", "", "bad JSON: an array where an object is expected"},
+		{"JSON: unknown task field", ".json",
+			"{\"tasks\": [\n  {\"id\": \"A\", \"title\": \"t\", \"acceptance_criteria\": [\"c\"]},\n  {\"id\": \"B\", \"title\": \"t\", \"priority\": 1}\n]}",
+			3, 29, `task "B"`, "priority", "unknown field"},
+		{"JSON: unknown top-level field", ".json", `{"title":"x", "titel":"y","tasks":[]}`,
+			1, 15, "", "titel", "unknown field"},
+		{"JSON: data after the document", ".json", "{\"tasks\":[{\"id\":\"A\",\"title\":\"t\",\"acceptance_criteria\":[\"c\"]}]}\n  {}",
+			2, 3, "", "", "bad JSON: data after the document"},
+		{"JSON: empty file", ".json", " \n", 0, 0, "", "", "bad JSON: no document"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := prd.Parse([]byte(c.data), c.ext)
+			var de *prd.DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v (%T) is not a *prd.DecodeError", err, err)
+			}
+			if de.Line != c.line || de.Column != c.col || de.Task != c.task || de.Field != c.field || !strings.Contains(de.Msg, c.msg) {
+				t.Errorf("got line %d, column %d, task %q, field %q, msg %q\nwant line %d, column %d, task %q, field %q, msg containing %q",
+					de.Line, de.Column, de.Task, de.Field, de.Msg, c.line, c.col, c.task, c.field, c.msg)
+			}
+			if !errors.Is(err, prd.ErrInvalid) {
+				t.Errorf("error %q does not wrap ErrInvalid", err)
+			}
+			if c.line > 0 && !strings.Contains(err.Error(), fmt.Sprintf("line %d, column %d: ", c.line, c.col)) {
+				t.Errorf("error %q does not say where", err)
+			}
+		})
+	}
+}
+
+// Load names the file before the position, as an editor expects.
+func TestLoadNamesFileAndPosition(t *testing.T) {
+	path := writeFile(t, "prd.yaml", "title: Demo\ntasks:\n  - id: T1\n    title: x\n   acceptance_criteria: [y]\n")
+	_, err := prd.Load(path)
+	want := path + ": invalid PRD: line 5, column 4: bad YAML: did not find expected '-' indicator"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %v\nwant it to start with %q", err, want)
 	}
 }

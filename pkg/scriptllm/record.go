@@ -7,10 +7,11 @@ import "slices"
 // delayed answers finish out of order. s.mu must be held.
 func (s *Server) recordLocked(req parsedRequest) int {
 	s.records = append(s.records, Recorded{
-		Model:     req.Model,
-		Turn:      req.Turn,
-		Messages:  req.Messages,
-		RuleIndex: -1,
+		Model:               req.Model,
+		Turn:                req.Turn,
+		Messages:            req.Messages,
+		RuleIndex:           -1,
+		MaxCompletionTokens: req.MaxCompletionTokens,
 	})
 	return len(s.records) - 1
 }

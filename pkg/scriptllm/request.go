@@ -25,6 +25,9 @@ type chatRequest struct {
 	Model    string        `json:"model"`
 	Messages []wireMessage `json:"messages"`
 	Stream   bool          `json:"stream"`
+	// MaxCompletionTokens is recorded for tests that check the limit a
+	// client sends; the scripted reply does not depend on it.
+	MaxCompletionTokens int `json:"max_completion_tokens"`
 }
 
 type wireMessage struct {
@@ -41,10 +44,11 @@ type contentPart struct {
 
 // parsedRequest is a decoded request plus the values derived for matching.
 type parsedRequest struct {
-	Model    string
-	Stream   bool
-	Messages []Message
-	Turn     int
+	Model               string
+	Stream              bool
+	Messages            []Message
+	Turn                int
+	MaxCompletionTokens int
 }
 
 func parseRequest(body []byte) (parsedRequest, error) {
@@ -52,7 +56,7 @@ func parseRequest(body []byte) (parsedRequest, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return parsedRequest{}, fmt.Errorf("decode request body as JSON: %w", err)
 	}
-	p := parsedRequest{Model: req.Model, Stream: req.Stream, Turn: 1}
+	p := parsedRequest{Model: req.Model, Stream: req.Stream, Turn: 1, MaxCompletionTokens: req.MaxCompletionTokens}
 	for i, m := range req.Messages {
 		content, err := decodeContent(m.Content)
 		if err != nil {

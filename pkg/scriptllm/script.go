@@ -44,6 +44,9 @@ import (
 //	  - name: rate-limited
 //	    times: 1
 //	    error: {status: 429, message: "slow down", retry_after: 2}
+//	  - name: broken-proxy
+//	    times: 1
+//	    raw: {body: "<html>Bad gateway</html>", content_type: text/html}
 //	  - name: done
 //	    reply: {content: "All done."}
 type Script struct {
@@ -65,9 +68,14 @@ type Rule struct {
 	// Delay is waited before answering, to exercise client timeouts and
 	// progress reporting. The wait ends early if the client gives up.
 	Delay Duration `yaml:"delay,omitempty" json:"delay,omitempty"`
-	// Error makes the rule answer with an HTTP error. Exactly one of Error
-	// and Reply must be set.
+	// Error makes the rule answer with an HTTP error. Exactly one of
+	// Error, Reply and Raw must be set.
 	Error *ErrorReply `yaml:"error,omitempty" json:"error,omitempty"`
+	// Raw makes the rule answer with a body of its own, sent as it is:
+	// what a broken proxy or a server cut short sends (an HTML page or
+	// truncated JSON with status 200), so a client's handling of replies
+	// that are not a completion can be tested.
+	Raw *RawReply `yaml:"raw,omitempty" json:"raw,omitempty"`
 	// Reply makes the rule answer with an assistant message.
 	Reply *Reply `yaml:"reply,omitempty" json:"reply,omitempty"`
 }
@@ -105,6 +113,17 @@ type ErrorReply struct {
 	// RetryAfter, in seconds, sets the Retry-After header when > 0, so
 	// client back-off logic can be tested.
 	RetryAfter int `yaml:"retry_after,omitempty" json:"retry_after,omitempty"`
+}
+
+// RawReply is an answer sent byte for byte.
+type RawReply struct {
+	// Status is the HTTP status; 0 means 200.
+	Status int `yaml:"status,omitempty" json:"status,omitempty"`
+	// ContentType is the Content-Type header; empty means
+	// application/json, which is what a truncated completion claims.
+	ContentType string `yaml:"content_type,omitempty" json:"content_type,omitempty"`
+	// Body is sent as it is.
+	Body string `yaml:"body" json:"body"`
 }
 
 // Reply is an assistant message answer.
@@ -291,11 +310,17 @@ func fieldErr(field, format string, args ...any) error {
 
 func compileRule(r Rule) (compiledRule, error) {
 	c := compiledRule{Rule: r}
+	set := 0
+	for _, isSet := range []bool{r.Reply != nil, r.Error != nil, r.Raw != nil} {
+		if isSet {
+			set++
+		}
+	}
 	switch {
-	case r.Reply == nil && r.Error == nil:
-		return c, fieldErr("reply", "either reply or error is required")
-	case r.Reply != nil && r.Error != nil:
-		return c, fieldErr("error", "only one of reply or error may be set")
+	case set == 0:
+		return c, fieldErr("reply", "one of reply, error or raw is required")
+	case set > 1:
+		return c, fieldErr("error", "only one of reply, error or raw may be set")
 	}
 	if r.Times < 0 {
 		return c, fieldErr("times", "must be >= 0, got %d", r.Times)
@@ -315,6 +340,12 @@ func compileRule(r Rule) (compiledRule, error) {
 		}
 		if e.RetryAfter < 0 {
 			return c, fieldErr("error.retry_after", "must be >= 0 seconds, got %d", e.RetryAfter)
+		}
+		return c, nil
+	}
+	if raw := r.Raw; raw != nil {
+		if raw.Status != 0 && (raw.Status < 200 || raw.Status > 599) {
+			return c, fieldErr("raw.status", "must be an HTTP status 200..599, got %d", raw.Status)
 		}
 		return c, nil
 	}

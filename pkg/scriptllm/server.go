@@ -54,6 +54,9 @@ type Recorded struct {
 	// Status is the HTTP status answered; 0 while a delayed answer is still
 	// pending, 499 if the client gave up during the delay.
 	Status int
+	// MaxCompletionTokens is the request's max_completion_tokens, 0 when it
+	// sent none.
+	MaxCompletionTokens int
 }
 
 // New returns a server for s. An invalid script is reported by Start, and a
@@ -235,6 +238,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		// Requests() right after the client returns sees the final value.
 		s.setStatus(a.record, e.Status)
 		writeError(w, e.Status, "scripted_error", msg)
+		return
+	}
+	if raw := a.rule.Raw; raw != nil {
+		status, ctype := raw.Status, raw.ContentType
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if ctype == "" {
+			ctype = "application/json"
+		}
+		s.setStatus(a.record, status)
+		w.Header().Set("Content-Type", ctype)
+		w.WriteHeader(status)
+		// Nobody is left to tell if the client went away.
+		_, _ = io.WriteString(w, raw.Body)
 		return
 	}
 	resp := buildResponse(req, a)

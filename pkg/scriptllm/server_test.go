@@ -275,6 +275,43 @@ rules:
 	}
 }
 
+// A raw rule sends its body as it is, with its status and content type:
+// what a broken proxy or a reply cut short looks like to a client.
+func TestRawRule(t *testing.T) {
+	srv, _, baseURL := start(t, `
+rules:
+  - name: html
+    times: 1
+    raw: {body: "<html>Bad gateway</html>", content_type: text/html}
+  - name: cut
+    raw: {body: '{"id": "chatcmpl-1", "choices": [{"message": {"content": "hal'}
+`)
+	body := `{"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}`
+	for _, want := range []struct{ ctype, body string }{
+		{"text/html", "<html>Bad gateway</html>"},
+		{"application/json", `{"id": "chatcmpl-1", "choices": [{"message": {"content": "hal`},
+	} {
+		resp, err := http.Post(baseURL+"/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != want.ctype || string(got) != want.body {
+			t.Errorf("got %d %q %q, want 200 %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), got, want.ctype, want.body)
+		}
+	}
+	if srv.Hits("html") != 1 || srv.Hits("cut") != 1 {
+		t.Errorf("hits html %d, cut %d; want 1 each", srv.Hits("html"), srv.Hits("cut"))
+	}
+	if st := srv.Requests()[0].Status; st != http.StatusOK {
+		t.Errorf("recorded status %d, want 200", st)
+	}
+}
+
 func TestErrorRule(t *testing.T) {
 	_, c, baseURL := start(t, `
 rules:
@@ -490,13 +527,27 @@ func TestRecording(t *testing.T) {
 		{Role: "assistant"},
 		{Role: "tool", Content: "result", Name: "f", ToolCallID: "call_1"},
 	}
-	if r.Model != testModel || r.Turn != 2 || r.RuleIndex != 0 || r.RuleName != "only" || r.Status != http.StatusOK || !reflect.DeepEqual(r.Messages, want) {
+	if r.Model != testModel || r.Turn != 2 || r.RuleIndex != 0 || r.RuleName != "only" || r.Status != http.StatusOK ||
+		r.MaxCompletionTokens != 0 || !reflect.DeepEqual(r.Messages, want) {
 		t.Errorf("record = %+v", r)
 	}
 	// Requests returns a copy; mutating it must not change the server's.
 	recs[0].Messages[0].Content = "changed"
 	if srv.Requests()[0].Messages[0].Content != "sys" {
 		t.Error("Requests exposed internal state")
+	}
+}
+
+func TestRecordingMaxCompletionTokens(t *testing.T) {
+	srv, c, _ := start(t, "rules:\n  - reply: {content: ok}\n")
+	_, err := c.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+		Model: testModel, Messages: []openai.ChatCompletionMessage{user("hi")}, MaxCompletionTokens: 123,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Requests()[0].MaxCompletionTokens; got != 123 {
+		t.Fatalf("recorded max_completion_tokens %d, want 123", got)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package store owns what Ralph mesh keeps in Redis: session state with
 // compare-and-set on a version, context units, artifacts (full tool
 // outputs), the per-step journal of LLM answers and tool effects, the stuck
-// detector's window and token usage. Every key of a session carries the
+// detector's window, token usage and the session's memory (what its
+// approved tasks learned, with its own compare-and-set). Every key of a session carries the
 // session as a hash tag, <prefix>:{<session>}:..., so a session stays on one
 // Redis Cluster slot.
 package store
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/settings"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -37,25 +39,22 @@ type Store struct {
 	ttl    time.Duration
 }
 
-// Connect opens a Redis client from a redis:// or rediss:// URL and pings it.
-func Connect(ctx context.Context, url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse redis URL: %w", err)
-	}
-	rdb := redis.NewClient(opt)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
-	}
-	return rdb, nil
+// Config is the store's setting; its tag is the one home of the default
+// (RALPH_REDIS_TTL, through pkg/config).
+type Config struct {
+	TTL time.Duration `split_words:"true" default:"168h" desc:"lifetime of a session's keys after their last write"`
+}
+
+// Validate rejects a TTL that would not keep keys at all.
+func (c Config) Validate() error {
+	return settings.Check(c.TTL > 0, "TTL", c.TTL, "must be positive")
 }
 
 // New wraps a client. ttl is how long a session's keys live after their last
-// write.
+// write; zero or negative means Config's default.
 func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Store {
 	if ttl <= 0 {
-		ttl = 7 * 24 * time.Hour
+		ttl = settings.Defaults[Config]().TTL
 	}
 	return &Store{rdb: rdb, prefix: prefix, ttl: ttl}
 }
@@ -88,7 +87,7 @@ return nv
 func (s *Store) LoadState(ctx context.Context, session string, v any) (int64, error) {
 	res, err := s.rdb.HMGet(ctx, s.key(session, "state"), "version", "data").Result()
 	if err != nil {
-		return 0, fmt.Errorf("load session %s: redis: %w", session, err)
+		return 0, fmt.Errorf("load session %s: redis: %w", session, unavailable(err))
 	}
 	if res[0] == nil || res[1] == nil {
 		return 0, fmt.Errorf("load session %s: %w", session, ErrNotFound)
@@ -113,7 +112,7 @@ func (s *Store) SaveState(ctx context.Context, session string, expect int64, v a
 	nv, err := casScript.Run(ctx, s.rdb, []string{s.key(session, "state")},
 		strconv.FormatInt(expect, 10), data, s.ttlSeconds()).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("save session %s: redis: %w", session, err)
+		return 0, fmt.Errorf("save session %s: redis: %w", session, unavailable(err))
 	}
 	if nv < 0 {
 		return 0, fmt.Errorf("save session %s at version %d: %w", session, expect, ErrConflict)
@@ -148,7 +147,7 @@ func (s *Store) AppendUnits(ctx context.Context, session, scope string, us ...un
 		return err
 	}
 	if err := appendScript.Run(ctx, s.rdb, s.contextKeys(session, scope), args...).Err(); err != nil {
-		return fmt.Errorf("append context %s/%s: redis: %w", session, scope, err)
+		return fmt.Errorf("append context %s/%s: redis: %w", session, scope, unavailable(err))
 	}
 	return nil
 }
@@ -199,7 +198,7 @@ func (s *Store) ReplaceUnits(ctx context.Context, session, scope string, expect 
 	args = append(args, strconv.FormatInt(expect, 10))
 	nv, err := replaceScript.Run(ctx, s.rdb, s.contextKeys(session, scope), args...).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("replace context %s/%s: redis: %w", session, scope, err)
+		return 0, fmt.Errorf("replace context %s/%s: redis: %w", session, scope, unavailable(err))
 	}
 	if nv < 0 {
 		return 0, fmt.Errorf("replace context %s/%s at version %d: %w", session, scope, expect, ErrConflict)
@@ -225,7 +224,7 @@ func (s *Store) Context(ctx context.Context, session, scope string) ([]units.Uni
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, fmt.Errorf("load context %s/%s: redis: %w", session, scope, err)
+		return nil, 0, fmt.Errorf("load context %s/%s: redis: %w", session, scope, unavailable(err))
 	}
 	var version int64
 	if v, err := ver.Result(); err == nil {
@@ -251,7 +250,7 @@ func (s *Store) PutArtifact(ctx context.Context, session, content string) (strin
 	sum := sha256.Sum256([]byte(content))
 	id := "a-" + hex.EncodeToString(sum[:8])
 	if err := s.rdb.Set(ctx, s.key(session, "artifact", id), content, s.ttl).Err(); err != nil {
-		return "", fmt.Errorf("store artifact for %s: redis: %w", session, err)
+		return "", fmt.Errorf("store artifact for %s: redis: %w", session, unavailable(err))
 	}
 	return id, nil
 }
@@ -263,7 +262,7 @@ func (s *Store) GetArtifact(ctx context.Context, session, id string) (string, er
 		return "", fmt.Errorf("artifact %s of %s: %w", id, session, ErrNotFound)
 	}
 	if err != nil {
-		return "", fmt.Errorf("artifact %s of %s: redis: %w", id, session, err)
+		return "", fmt.Errorf("artifact %s of %s: redis: %w", id, session, unavailable(err))
 	}
 	return v, nil
 }
@@ -279,7 +278,7 @@ func (s *Store) JournalGet(ctx context.Context, session string, step int, field 
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read journal %s %s: redis: %w", key, field, err)
+		return false, fmt.Errorf("read journal %s %s: redis: %w", key, field, unavailable(err))
 	}
 	if err := json.Unmarshal([]byte(raw), v); err != nil {
 		return false, fmt.Errorf("read journal %s %s: decode: %w", key, field, err)
@@ -301,7 +300,7 @@ func (s *Store) JournalPut(ctx context.Context, session string, step int, field 
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("write journal %s %s: redis: %w", key, field, err)
+		return fmt.Errorf("write journal %s %s: redis: %w", key, field, unavailable(err))
 	}
 	return nil
 }
@@ -326,7 +325,7 @@ func (s *Store) AppendWindow(ctx context.Context, session, task string, rec even
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("stuck window %s/%s: redis: %w", session, task, err)
+		return nil, fmt.Errorf("stuck window %s/%s: redis: %w", session, task, unavailable(err))
 	}
 	out := make([]events.IterationRecord, 0, len(rng.Val()))
 	for _, r := range rng.Val() {
@@ -344,7 +343,7 @@ func (s *Store) AppendWindow(ctx context.Context, session, task string, rec even
 func (s *Store) ClearWindow(ctx context.Context, session, task string, upTo int) error {
 	key := s.key(session, "stuck", task)
 	if err := s.rdb.ZRemRangeByScore(ctx, key, "-inf", strconv.Itoa(upTo)).Err(); err != nil {
-		return fmt.Errorf("clear stuck window %s/%s: redis: %w", session, task, err)
+		return fmt.Errorf("clear stuck window %s/%s: redis: %w", session, task, unavailable(err))
 	}
 	return nil
 }
@@ -360,7 +359,7 @@ func (s *Store) RecordUsage(ctx context.Context, session, role string, in, out i
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("record usage %s/%s: redis: %w", session, role, err)
+		return fmt.Errorf("record usage %s/%s: redis: %w", session, role, unavailable(err))
 	}
 	return nil
 }
@@ -369,7 +368,7 @@ func (s *Store) RecordUsage(ctx context.Context, session, role string, in, out i
 func (s *Store) Usage(ctx context.Context, session string) (map[string]int64, error) {
 	raw, err := s.rdb.HGetAll(ctx, s.key(session, "usage")).Result()
 	if err != nil {
-		return nil, fmt.Errorf("usage of %s: redis: %w", session, err)
+		return nil, fmt.Errorf("usage of %s: redis: %w", session, unavailable(err))
 	}
 	out := make(map[string]int64, len(raw))
 	for k, v := range raw {
@@ -389,7 +388,7 @@ func (s *Store) LoadCompaction(ctx context.Context, session, task string, v any)
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read compaction history %s: redis: %w", key, err)
+		return false, fmt.Errorf("read compaction history %s: redis: %w", key, unavailable(err))
 	}
 	if err := json.Unmarshal([]byte(raw), v); err != nil {
 		return false, fmt.Errorf("read compaction history %s: decode: %w", key, err)
@@ -405,7 +404,7 @@ func (s *Store) SaveCompaction(ctx context.Context, session, task string, v any)
 		return fmt.Errorf("write compaction history %s: encode: %w", key, err)
 	}
 	if err := s.rdb.Set(ctx, key, b, s.ttl).Err(); err != nil {
-		return fmt.Errorf("write compaction history %s: redis: %w", key, err)
+		return fmt.Errorf("write compaction history %s: redis: %w", key, unavailable(err))
 	}
 	return nil
 }
@@ -422,7 +421,7 @@ func (s *Store) CachedCompaction(ctx context.Context, key string) (string, bool,
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read compaction cache %s: redis: %w", key, err)
+		return "", false, fmt.Errorf("read compaction cache %s: redis: %w", key, unavailable(err))
 	}
 	return v, true, nil
 }
@@ -430,7 +429,7 @@ func (s *Store) CachedCompaction(ctx context.Context, key string) (string, bool,
 // CacheCompaction stores a compaction result under key for ttl.
 func (s *Store) CacheCompaction(ctx context.Context, key, result string, ttl time.Duration) error {
 	if err := s.rdb.Set(ctx, s.cacheKey(key), result, ttl).Err(); err != nil {
-		return fmt.Errorf("write compaction cache %s: redis: %w", key, err)
+		return fmt.Errorf("write compaction cache %s: redis: %w", key, unavailable(err))
 	}
 	return nil
 }

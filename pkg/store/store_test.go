@@ -22,7 +22,7 @@ const testTTL = time.Hour
 
 type env struct {
 	st     *store.Store
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 }
 
@@ -251,13 +251,8 @@ func TestSaveStateConcurrentCAS(t *testing.T) {
 // sessionKeys lists the Redis keys under prefix.
 func sessionKeys(t *testing.T, e env) []string {
 	t.Helper()
-	ctx := context.Background()
-	var keys []string
-	iter := e.rdb.Scan(ctx, 0, e.prefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
+	keys, err := meshtest.Keys(context.Background(), e.rdb, e.prefix+":*")
+	if err != nil {
 		t.Fatal(err)
 	}
 	return keys
@@ -285,6 +280,9 @@ func touchAll(t *testing.T, st *store.Store, session string) {
 	if err := st.RecordUsage(ctx, session, "builder", 10, 5); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.SaveMemory(ctx, session, 0, memoryRecord{Text: "learned"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestKeysCarrySessionHashTag(t *testing.T) {
@@ -294,8 +292,8 @@ func TestKeysCarrySessionHashTag(t *testing.T) {
 		touchAll(t, e.st, s)
 	}
 	keys := sessionKeys(t, e)
-	// state, ctx, ctxids, ctxver, artifact, journal, stuck, usage per session.
-	if want := 8 * len(sessions); len(keys) != want {
+	// state, ctx, ctxids, ctxver, artifact, journal, stuck, usage, memory per session.
+	if want := 9 * len(sessions); len(keys) != want {
 		t.Fatalf("found %d keys, want %d: %v", len(keys), want, keys)
 	}
 	perSession := map[string]int{}
@@ -315,8 +313,8 @@ func TestKeysCarrySessionHashTag(t *testing.T) {
 		}
 	}
 	for _, s := range sessions {
-		if perSession[s] != 8 {
-			t.Errorf("session %s has %d keys, want 8", s, perSession[s])
+		if perSession[s] != 9 {
+			t.Errorf("session %s has %d keys, want 9", s, perSession[s])
 		}
 	}
 }

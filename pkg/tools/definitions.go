@@ -7,15 +7,17 @@ import (
 	"github.com/sashabaranov/go-openai/jsonschema"
 )
 
-// Tool names as the model calls them.
+// Tool names as the model calls them and as they are recorded (units,
+// IterationRecords, journals). Code that looks for a tool by name uses these,
+// so that a rename cannot leave a reader behind.
 const (
-	toolReadFile     = "read_file"
-	toolWriteFile    = "write_file"
-	toolEditFile     = "edit_file"
-	toolListDir      = "list_dir"
-	toolSearch       = "search"
-	toolRun          = "run"
-	toolReadArtifact = "read_artifact"
+	ReadFile     = "read_file"
+	WriteFile    = "write_file"
+	EditFile     = "edit_file"
+	ListDir      = "list_dir"
+	Search       = "search"
+	Run          = "run"
+	ReadArtifact = "read_artifact"
 )
 
 // param describes one argument of a tool. The same description drives both
@@ -66,17 +68,19 @@ func specs() []toolSpec {
 	}
 	return []toolSpec{
 		{
-			name: toolReadFile,
+			name: ReadFile,
 			desc: "Read a text file from the workspace. Binary files are refused. " +
-				"Use offset_line and limit_lines to read a range of whole lines from a large file.",
+				"Reads go by lines: offset_line and limit_lines choose a range of whole lines. " +
+				"One call returns at most one page of whole lines; a larger file or range comes back one page at a time, " +
+				"the page ending with a line that gives the file's size in bytes and lines and the call that reads the next page.",
 			params: []param{
 				pathParam("File path relative to the workspace root.", true),
 				{name: "offset_line", typ: jsonschema.Integer, desc: "First line to return, 1-based. Default 1."},
-				{name: "limit_lines", typ: jsonschema.Integer, desc: "Maximum number of lines to return. Default: to the end of the file."},
+				{name: "limit_lines", typ: jsonschema.Integer, desc: "Maximum number of lines to return. Default: to the end of the file (a page at a time)."},
 			},
 		},
 		{
-			name: toolWriteFile,
+			name: WriteFile,
 			desc: "Create or overwrite a file in the workspace with the given content. Parent directories are created as needed.",
 			params: []param{
 				pathParam("File path relative to the workspace root.", true),
@@ -84,7 +88,7 @@ func specs() []toolSpec {
 			},
 		},
 		{
-			name: toolEditFile,
+			name: EditFile,
 			desc: "Replace an exact string in a file. old must occur exactly once unless replace_all is true; " +
 				"include enough surrounding context in old to make it unique.",
 			params: []param{
@@ -95,14 +99,14 @@ func specs() []toolSpec {
 			},
 		},
 		{
-			name: toolListDir,
+			name: ListDir,
 			desc: "List a directory in the workspace, one entry per line, sorted; directories end with '/'. The .git directory is not shown.",
 			params: []param{
 				pathParam(`Directory path relative to the workspace root. Default ".".`, false),
 			},
 		},
 		{
-			name: toolSearch,
+			name: Search,
 			desc: "Search file contents in the workspace with a Go (RE2) regular expression. " +
 				"Prints matching lines as file:line: text. Skips .git and binary files.",
 			params: []param{
@@ -112,7 +116,7 @@ func specs() []toolSpec {
 			},
 		},
 		{
-			name: toolRun,
+			name: Run,
 			desc: "Run a shell command in the workspace root and return its combined stdout and stderr and exit code. " +
 				"Long output is truncated. The command is killed, with everything it started, when it times out. " +
 				"Background processes do not survive the call.",
@@ -122,10 +126,13 @@ func specs() []toolSpec {
 			},
 		},
 		{
-			name: toolReadArtifact,
-			desc: "Fetch the full stored output of an earlier tool call by artifact id, when a previous result was shortened and named an artifact.",
+			name: ReadArtifact,
+			desc: "Fetch the full stored output of an earlier tool call by artifact id, when a previous result was shortened and named an artifact. " +
+				"Like read_file it reads whole lines, one page at a time, with offset_line and limit_lines.",
 			params: []param{
 				{name: "id", typ: jsonschema.String, desc: "Artifact id.", required: true},
+				{name: "offset_line", typ: jsonschema.Integer, desc: "First line to return, 1-based. Default 1."},
+				{name: "limit_lines", typ: jsonschema.Integer, desc: "Maximum number of lines to return. Default: to the end (a page at a time)."},
 			},
 		},
 	}

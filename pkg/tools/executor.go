@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ralphmesh/ralph/pkg/sandbox"
+	"github.com/ralphmesh/ralph/pkg/settings"
 )
 
 // ErrArtifactNotFound is what an Artifacts implementation wraps when the id
@@ -24,26 +27,41 @@ type Artifacts interface {
 	GetArtifact(ctx context.Context, id string) (string, error)
 }
 
-// Defaults for Options fields left zero.
-const (
-	DefaultShellTimeout = 120 * time.Second
-	DefaultOutputCap    = 256 << 10
-	DefaultShell        = "/bin/sh"
-)
+// DefaultShell runs commands when Options name no shell.
+const DefaultShell = "/bin/sh"
 
-// Options tunes an Executor. Zero fields take the defaults above.
+// Options tunes an Executor. Zero fields take their defaults, whose one
+// home is the tags (the builder's RALPH_BUILDER_SHELL_TIMEOUT and
+// RALPH_BUILDER_OUTPUT_CAP, through pkg/config).
 type Options struct {
 	// ShellTimeout bounds one run call. A call may ask for another timeout
 	// with timeout_seconds, capped at four times this value.
-	ShellTimeout time.Duration
+	ShellTimeout time.Duration `split_words:"true" default:"120s" desc:"default timeout of the run tool"`
 	// OutputCap is how many bytes of a run's combined output are kept; the
 	// rest is discarded and the result says how much.
-	OutputCap int
+	OutputCap int `split_words:"true" default:"262144" desc:"bytes of a command's output kept"`
+	// PageBytes bounds what one read_file or read_artifact call returns:
+	// whole lines up to this size, then a line saying how to read the next
+	// page. The builder sets it to its inline limit, so that a page enters
+	// the context whole; 0 leaves reads unbounded.
+	PageBytes int `ignored:"true"`
 	// Shell runs commands as Shell -c COMMAND.
-	Shell string
+	Shell string `ignored:"true"`
 	// Env holds extra KEY=VALUE entries for run, on top of the small
 	// allowlist taken from the parent environment.
-	Env []string
+	Env []string `ignored:"true"`
+	// Sandbox runs the commands. Nil runs them unconfined
+	// (sandbox.Unconfined), which only code running its own commands may
+	// choose; the services get theirs from RALPH_SANDBOX_*.
+	Sandbox *sandbox.Sandbox `ignored:"true"`
+}
+
+// Validate rejects options no run could use.
+func (o Options) Validate() error {
+	return settings.Join(
+		settings.Check(o.ShellTimeout > 0, "ShellTimeout", o.ShellTimeout, "must be positive"),
+		settings.Check(o.OutputCap >= 1, "OutputCap", o.OutputCap, "must be at least 1"),
+	)
 }
 
 // Result is the outcome of one tool call.
@@ -76,15 +94,17 @@ func (r Result) Text(tool string) string {
 		}
 		text += "error: " + r.Error
 	}
-	if tool == toolRun {
+	if tool == Run {
 		text = fmt.Sprintf("exit code %d\n%s", r.ExitCode, text)
 	}
 	return text
 }
 
 // TextFailed reports whether text, as Text renders it, is a failed result:
-// a tool error, or a command that exited non-zero.
+// a tool error, or a command that exited non-zero. A result too long to show
+// whole, shown as a PointerDigest, is judged by the lines below its pointer.
 func TextFailed(text string) bool {
+	text = belowPointer(text)
 	if rest, ok := strings.CutPrefix(text, "exit code "); ok && !strings.HasPrefix(rest, "0\n") && rest != "0" {
 		return true
 	}
@@ -102,16 +122,20 @@ type Executor struct {
 // NewExecutor returns an Executor for w. arts may be nil, in which case
 // read_artifact reports that no store is configured.
 func NewExecutor(w *Workspace, arts Artifacts, opt Options) *Executor {
+	d := settings.Defaults[Options]()
 	if opt.ShellTimeout <= 0 {
-		opt.ShellTimeout = DefaultShellTimeout
+		opt.ShellTimeout = d.ShellTimeout
 	}
 	if opt.OutputCap <= 0 {
-		opt.OutputCap = DefaultOutputCap
+		opt.OutputCap = d.OutputCap
 	}
 	if opt.Shell == "" {
 		opt.Shell = DefaultShell
 	}
 	opt.Env = append([]string(nil), opt.Env...) // the caller's slice may change later
+	if opt.Sandbox == nil {
+		opt.Sandbox = sandbox.Unconfined()
+	}
 	return &Executor{ws: w, arts: arts, opt: opt}
 }
 
@@ -131,19 +155,19 @@ func (e *Executor) Execute(ctx context.Context, name, argsJSON string) (Result, 
 		return Result{Error: msg}, nil
 	}
 	switch name {
-	case toolReadFile:
+	case ReadFile:
 		return e.readFile(a), nil
-	case toolWriteFile:
+	case WriteFile:
 		return e.writeFile(a), nil
-	case toolEditFile:
+	case EditFile:
 		return e.editFile(a), nil
-	case toolListDir:
+	case ListDir:
 		return e.listDir(a), nil
-	case toolSearch:
+	case Search:
 		return e.search(ctx, a)
-	case toolRun:
+	case Run:
 		return e.run(ctx, a)
-	case toolReadArtifact:
+	case ReadArtifact:
 		return e.readArtifact(ctx, a)
 	}
 	// A spec without a handler is a programming error, but the model still
@@ -154,22 +178,45 @@ func (e *Executor) Execute(ctx context.Context, name, argsJSON string) (Result, 
 func (e *Executor) readArtifact(ctx context.Context, a args) (Result, error) {
 	id := a.str("id", "")
 	if id == "" {
-		return fail("%s: argument \"id\" must not be empty", toolReadArtifact), nil
+		return fail("%s: argument \"id\" must not be empty", ReadArtifact), nil
+	}
+	offset, limit := a.integer("offset_line", 1), a.integer("limit_lines", 0)
+	if msg := checkRange(ReadArtifact, a, offset, limit); msg != "" {
+		return Result{Error: msg}, nil
 	}
 	if e.arts == nil {
-		return fail("%s: no artifact store is configured, so artifact %q cannot be read", toolReadArtifact, id), nil
+		return fail("%s: no artifact store is configured, so artifact %q cannot be read", ReadArtifact, id), nil
 	}
 	content, err := e.arts.GetArtifact(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Result{}, fmt.Errorf("%s %q: %w", toolReadArtifact, id, ctx.Err())
+			return Result{}, fmt.Errorf("%s %q: %w", ReadArtifact, id, ctx.Err())
 		}
 		if errors.Is(err, ErrArtifactNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return fail("%s: artifact id %q not found", toolReadArtifact, id), nil
+			return fail("%s: artifact id %q not found", ReadArtifact, id), nil
 		}
-		return Result{}, fmt.Errorf("%s: fetching artifact %q: %w", toolReadArtifact, id, err)
+		return Result{}, fmt.Errorf("%s: fetching artifact %q: %w", ReadArtifact, id, err)
 	}
-	return Result{Output: content}, nil
+	out, msg := page(content, pageRequest{
+		tool: ReadArtifact, what: "artifact " + id, next: readCall(ReadArtifact, "id", id),
+		offset: offset, limit: limit, ranged: a.has("offset_line") || a.has("limit_lines"), pageBytes: e.opt.PageBytes,
+	})
+	if msg != "" {
+		return Result{Error: msg}, nil
+	}
+	return Result{Output: out}, nil
+}
+
+// checkRange checks a read's offset_line and limit_lines; "" when they are
+// fine.
+func checkRange(tool string, a args, offset, limit int) string {
+	if offset < 1 {
+		return fmt.Sprintf("%s: argument \"offset_line\" must be 1 or more (lines are numbered from 1), got %d", tool, offset)
+	}
+	if a.has("limit_lines") && limit < 1 {
+		return fmt.Sprintf("%s: argument \"limit_lines\" must be 1 or more, got %d", tool, limit)
+	}
+	return ""
 }
 
 func fail(format string, a ...any) Result {

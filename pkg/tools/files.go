@@ -21,7 +21,7 @@ func readText(tool, abs, display string) (string, string) {
 		return "", fmt.Sprintf("%s: path %q: %s", tool, display, reason(err))
 	}
 	if fi.IsDir() {
-		return "", fmt.Sprintf("%s: path %q is a directory, not a file; use list_dir to see its entries", tool, display)
+		return "", fmt.Sprintf("%s: path %q is a directory, not a file; use %s to see its entries", tool, display, ListDir)
 	}
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Sprintf("%s: path %q is not a regular file", tool, display)
@@ -39,58 +39,52 @@ func readText(tool, abs, display string) (string, string) {
 }
 
 func (e *Executor) readFile(a args) Result {
-	abs, display, msg := e.resolveArg(toolReadFile, a.str("path", ""))
+	abs, display, msg := e.resolveArg(ReadFile, a.str("path", ""))
 	if msg != "" {
 		return Result{Error: msg}
 	}
-	offset := a.integer("offset_line", 1)
-	limit := a.integer("limit_lines", 0)
-	if offset < 1 {
-		return fail("%s: argument \"offset_line\" must be 1 or more (lines are numbered from 1), got %d", toolReadFile, offset)
+	offset, limit := a.integer("offset_line", 1), a.integer("limit_lines", 0)
+	if msg := checkRange(ReadFile, a, offset, limit); msg != "" {
+		return Result{Error: msg}
 	}
-	if a.has("limit_lines") && limit < 1 {
-		return fail("%s: argument \"limit_lines\" must be 1 or more, got %d", toolReadFile, limit)
-	}
-	content, msg := readText(toolReadFile, abs, display)
+	content, msg := readText(ReadFile, abs, display)
 	if msg != "" {
 		return Result{Error: msg}
 	}
-	if !a.has("offset_line") && !a.has("limit_lines") {
-		return Result{Output: content}
+	out, msg := page(content, pageRequest{
+		tool: ReadFile, what: display, next: readCall(ReadFile, "path", display),
+		offset: offset, limit: limit, ranged: a.has("offset_line") || a.has("limit_lines"), pageBytes: e.opt.PageBytes,
+		longLine: func(n int) string {
+			return fmt.Sprintf("the run tool can show part of it, for example sed -n '%dp' %s | cut -c 1-2000", n, shellQuote(display))
+		},
+	})
+	if msg != "" {
+		return Result{Error: msg}
 	}
-	// SplitAfter keeps each line's newline, so the range is returned exactly
-	// as it is in the file and no line is ever cut.
-	lines := strings.SplitAfter(content, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	if offset > len(lines) && offset > 1 {
-		return fail("%s: argument \"offset_line\" is %d but %q has only %d lines", toolReadFile, offset, display, len(lines))
-	}
-	start := min(offset-1, len(lines))
-	end := len(lines)
-	if limit > 0 {
-		end = min(start+limit, len(lines))
-	}
-	return Result{Output: strings.Join(lines[start:end], "")}
+	return Result{Output: out}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (e *Executor) writeFile(a args) Result {
-	abs, display, msg := e.resolveArg(toolWriteFile, a.str("path", ""))
+	abs, display, msg := e.resolveArg(WriteFile, a.str("path", ""))
 	if msg != "" {
 		return Result{Error: msg}
 	}
 	content := a.str("content", "")
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return fail("%s: path %q is a directory; give a file path", toolWriteFile, display)
+		return fail("%s: path %q is a directory; give a file path", WriteFile, display)
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return fail("%s: creating parent directories of %q: %s", toolWriteFile, display, reason(err))
+		return fail("%s: creating parent directories of %q: %s", WriteFile, display, reason(err))
 	}
 	// os.WriteFile keeps the mode of an existing file, so an executable
 	// script stays executable when the model rewrites it.
 	if err := os.WriteFile(abs, []byte(content), 0o644); err != nil {
-		return fail("%s: writing path %q: %s", toolWriteFile, display, reason(err))
+		return fail("%s: writing path %q: %s", WriteFile, display, reason(err))
 	}
 	return Result{
 		Output:       fmt.Sprintf("wrote %d bytes to %s", len(content), display),
@@ -99,32 +93,32 @@ func (e *Executor) writeFile(a args) Result {
 }
 
 func (e *Executor) editFile(a args) Result {
-	abs, display, msg := e.resolveArg(toolEditFile, a.str("path", ""))
+	abs, display, msg := e.resolveArg(EditFile, a.str("path", ""))
 	if msg != "" {
 		return Result{Error: msg}
 	}
 	old, repl := a.str("old", ""), a.str("new", "")
 	all := a.boolean("replace_all", false)
 	if old == "" {
-		return fail("%s: argument \"old\" must not be empty; to create or overwrite a whole file use write_file", toolEditFile)
+		return fail("%s: argument \"old\" must not be empty; to create or overwrite a whole file use %s", EditFile, WriteFile)
 	}
 	if old == repl {
-		return fail("%s: arguments \"old\" and \"new\" are identical, so there is nothing to change", toolEditFile)
+		return fail("%s: arguments \"old\" and \"new\" are identical, so there is nothing to change", EditFile)
 	}
-	content, msg := readText(toolEditFile, abs, display)
+	content, msg := readText(EditFile, abs, display)
 	if msg != "" {
 		return Result{Error: msg}
 	}
 	n := strings.Count(content, old)
 	switch {
 	case n == 0:
-		return fail("%s: argument \"old\" was not found in %q; it must match the file exactly, including whitespace (read_file shows the current content)", toolEditFile, display)
+		return fail("%s: argument \"old\" was not found in %q; it must match the file exactly, including whitespace (%s shows the current content)", EditFile, display, ReadFile)
 	case n > 1 && !all:
-		return fail("%s: argument \"old\" was found %d times in %q; include more surrounding context to make it unique, or set replace_all to true", toolEditFile, n, display)
+		return fail("%s: argument \"old\" was found %d times in %q; include more surrounding context to make it unique, or set replace_all to true", EditFile, n, display)
 	}
 	updated := strings.ReplaceAll(content, old, repl)
 	if err := os.WriteFile(abs, []byte(updated), 0o644); err != nil {
-		return fail("%s: writing path %q: %s", toolEditFile, display, reason(err))
+		return fail("%s: writing path %q: %s", EditFile, display, reason(err))
 	}
 	noun := "occurrence"
 	if n > 1 {
@@ -137,23 +131,23 @@ func (e *Executor) editFile(a args) Result {
 }
 
 func (e *Executor) listDir(a args) Result {
-	abs, display, msg := e.resolveArg(toolListDir, a.str("path", "."))
+	abs, display, msg := e.resolveArg(ListDir, a.str("path", "."))
 	if msg != "" {
 		return Result{Error: msg}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fail("%s: path %q does not exist", toolListDir, display)
+			return fail("%s: path %q does not exist", ListDir, display)
 		}
-		return fail("%s: path %q: %s", toolListDir, display, reason(err))
+		return fail("%s: path %q: %s", ListDir, display, reason(err))
 	}
 	if !fi.IsDir() {
-		return fail("%s: path %q is a file, not a directory; use read_file to read it", toolListDir, display)
+		return fail("%s: path %q is a file, not a directory; use %s to read it", ListDir, display, ReadFile)
 	}
 	entries, err := os.ReadDir(abs) // sorted by name
 	if err != nil {
-		return fail("%s: reading directory %q: %s", toolListDir, display, reason(err))
+		return fail("%s: reading directory %q: %s", ListDir, display, reason(err))
 	}
 	var b strings.Builder
 	for _, ent := range entries {

@@ -6,17 +6,19 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ralphmesh/ralph/pkg/sandbox"
 )
 
-// pipeDrainGrace is how long run keeps reading output after the command and
-// its process group are gone. Only a process that left the group (setsid,
-// double fork into a new session) can still hold the pipe; it must not hold
-// the tool call hostage.
+// pipeDrainGrace is how long run keeps reading output after the command
+// is gone. Unconfined, a process that left the group (setsid, a double fork
+// into a new session) can still hold the pipe, and must not hold the tool
+// call hostage; in the sandbox every holder is dead by then.
 const pipeDrainGrace = 2 * time.Second
 
 // inheritedEnv lists the parent variables a command may see. Everything else,
@@ -29,9 +31,17 @@ func inheritedEnv() []string {
 	}
 }
 
+// hostDirEnv are the inherited variables that name the service's own
+// directories. The sandbox does not have them (its HOME and TMPDIR are its
+// own), so they are left out there and the tools fall back to HOME.
+var hostDirEnv = []string{"GOPATH", "GOCACHE", "GOMODCACHE"}
+
 func (e *Executor) commandEnv() []string {
 	var env []string
 	for _, k := range inheritedEnv() {
+		if e.opt.Sandbox.Confined() && slices.Contains(hostDirEnv, k) {
+			continue
+		}
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
@@ -43,39 +53,37 @@ func (e *Executor) commandEnv() []string {
 func (e *Executor) run(ctx context.Context, a args) (Result, error) {
 	command := a.str("command", "")
 	if strings.TrimSpace(command) == "" {
-		return fail("%s: argument \"command\" must not be empty", toolRun), nil
+		return fail("%s: argument \"command\" must not be empty", Run), nil
 	}
 	timeout := e.opt.ShellTimeout
 	if a.has("timeout_seconds") {
 		secs := a.number("timeout_seconds", 0)
 		if secs <= 0 {
-			return fail("%s: argument \"timeout_seconds\" must be positive, got %v", toolRun, secs), nil
+			return fail("%s: argument \"timeout_seconds\" must be positive, got %v", Run, secs), nil
 		}
 		timeout = min(time.Duration(secs*float64(time.Second)), 4*e.opt.ShellTimeout)
 	}
+	// Checked here, on the host, because the sandbox would report a
+	// missing shell only as bwrap's output.
+	if _, err := exec.LookPath(e.opt.Shell); err != nil {
+		return fail("%s: starting %s: %v", Run, e.opt.Shell, err), nil
+	}
 
 	// A pipe we own, rather than exec's copying goroutine, lets Wait return
-	// as soon as the shell exits even if a background child still holds the
-	// write end.
+	// as soon as the command exits even if a background child still holds
+	// the write end.
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fail("%s: creating output pipe: %v", toolRun, err), nil
+		return fail("%s: creating output pipe: %v", Run, err), nil
 	}
 	defer r.Close()
-	cmd := exec.Command(e.opt.Shell, "-c", command)
-	cmd.Dir = e.ws.root
-	cmd.Env = e.commandEnv()
-	cmd.Stdout = w
-	cmd.Stderr = w
-	// Its own process group, so that everything the command starts can be
-	// killed together.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	p, err := e.opt.Sandbox.Start(sandbox.Cmd{
+		Dir: e.ws.root, Args: []string{e.opt.Shell, "-c", command}, Env: e.commandEnv(), Output: w,
+	})
 	w.Close() // the child has its copy; ours would keep the pipe open forever
 	if err != nil {
-		return fail("%s: starting %s: %v", toolRun, e.opt.Shell, err), nil
+		return fail("%s: starting %s: %v", Run, e.opt.Shell, err), nil
 	}
-	pgid := cmd.Process.Pid
 
 	out := &cappedBuffer{limit: e.opt.OutputCap}
 	readDone := make(chan struct{})
@@ -84,7 +92,7 @@ func (e *Executor) run(ctx context.Context, a args) (Result, error) {
 		_, _ = io.Copy(out, r)
 	}()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	go func() { waitDone <- p.Wait() }()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -93,17 +101,17 @@ func (e *Executor) run(ctx context.Context, a args) (Result, error) {
 	case <-waitDone:
 	case <-timer.C:
 		timedOut = true
-		killGroup(pgid)
+		p.Kill()
 		<-waitDone
 	case <-ctx.Done():
 		cancelled = true
-		killGroup(pgid)
+		p.Kill()
 		<-waitDone
 	}
 	// Background jobs do not outlive the call: they would keep running
 	// unsupervised, hold the output pipe and change the workspace after the
-	// builder has fingerprinted it.
-	killGroup(pgid)
+	// builder has fingerprinted it. (In the sandbox they are gone already.)
+	p.Kill()
 	select {
 	case <-readDone:
 	case <-time.After(pipeDrainGrace):
@@ -111,21 +119,18 @@ func (e *Executor) run(ctx context.Context, a args) (Result, error) {
 		<-readDone
 	}
 
-	res := Result{Output: out.String(), ExitCode: cmd.ProcessState.ExitCode()}
+	res := Result{Output: out.String(), ExitCode: p.ExitCode()}
+	if timedOut || cancelled {
+		res.ExitCode = -1 // killed, whatever bwrap made of it
+	}
 	switch {
 	case cancelled:
-		return res, fmt.Errorf("%s %q: %w", toolRun, shorten(command, 80), ctx.Err())
+		return res, fmt.Errorf("%s %q: %w", Run, shorten(command, 80), ctx.Err())
 	case timedOut:
 		res.TimedOut = true
 		res.Error = fmt.Sprintf("command timed out after %ss", strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
 	}
 	return res, nil
-}
-
-// killGroup SIGKILLs the process group. Its error is ignored: ESRCH means
-// the group is already gone, and nothing else could be done about EPERM.
-func killGroup(pgid int) {
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // cappedBuffer keeps the first limit bytes written and counts the rest. It

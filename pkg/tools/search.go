@@ -30,21 +30,21 @@ func (e *Executor) search(ctx context.Context, a args) (Result, error) {
 	pattern := a.str("pattern", "")
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return fail("%s: argument \"pattern\" %q is not a valid Go (RE2) regular expression: %v", toolSearch, pattern, err), nil
+		return fail("%s: argument \"pattern\" %q is not a valid Go (RE2) regular expression: %v", Search, pattern, err), nil
 	}
 	maxResults := a.integer("max_results", 100)
 	if maxResults < 1 {
-		return fail("%s: argument \"max_results\" must be 1 or more, got %d", toolSearch, maxResults), nil
+		return fail("%s: argument \"max_results\" must be 1 or more, got %d", Search, maxResults), nil
 	}
-	abs, display, msg := e.resolveArg(toolSearch, a.str("path", "."))
+	abs, display, msg := e.resolveArg(Search, a.str("path", "."))
 	if msg != "" {
 		return Result{Error: msg}, nil
 	}
 	if _, err := os.Stat(abs); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fail("%s: path %q does not exist", toolSearch, display), nil
+			return fail("%s: path %q does not exist", Search, display), nil
 		}
-		return fail("%s: path %q: %s", toolSearch, display, reason(err)), nil
+		return fail("%s: path %q: %s", Search, display, reason(err)), nil
 	}
 
 	var matches []string
@@ -82,9 +82,9 @@ func (e *Executor) search(ctx context.Context, a args) (Result, error) {
 	})
 	if walkErr != nil && !errors.Is(walkErr, errSearchDone) {
 		if ctx.Err() != nil {
-			return Result{}, fmt.Errorf("%s %q: %w", toolSearch, pattern, ctx.Err())
+			return Result{}, fmt.Errorf("%s %q: %w", Search, pattern, ctx.Err())
 		}
-		return fail("%s: walking %q: %s", toolSearch, display, reason(walkErr)), nil
+		return fail("%s: walking %q: %s", Search, display, reason(walkErr)), nil
 	}
 	if len(matches) == 0 {
 		return Result{Output: fmt.Sprintf("no matches for pattern %q in %s", pattern, display)}, nil

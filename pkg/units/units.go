@@ -1,6 +1,6 @@
 // Package units owns the Builder's context model: a list of units (messages,
 // tool calls, tool results, summaries), each with a stable id, its token
-// count and the turn it was last used. The shape is the one CONTRACT.md
+// count and the turn it was last used. The shape is the one docs/REFERENCE.md
 // gives for the context document, so the same units feed the model and the
 // compaction planner.
 package units

@@ -1,7 +1,9 @@
 package builder
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -78,14 +80,37 @@ func TestStart(t *testing.T) {
 	}
 }
 
-// step drives one input and fails the test on error.
-func step(t *testing.T, s State, in any) (State, []Command) {
+// step drives one input and fails the test on error. It also checks that
+// Next left the caller's state as it was, deep-equal before and after, so
+// every transition the tests drive (the table cases, the ladder, the
+// decompositions) is checked for writes into its input.
+func step(t *testing.T, s State, in Input) (State, []Command) {
 	t.Helper()
+	before := snapshot(t, s)
 	next, cmds, err := Next(s, in, t0)
 	if err != nil {
 		t.Fatalf("Next(%T): %v", in, err)
 	}
+	if after := snapshot(t, s); !reflect.DeepEqual(before, after) {
+		t.Fatalf("Next(%T) changed the caller's state:\nbefore %+v\nafter  %+v", in, before, after)
+	}
 	return next, cmds
+}
+
+// snapshot is an independent deep copy of s (through JSON, which is also
+// how the service stores it), so that a shallow copy sharing slices with s
+// cannot hide a write.
+func snapshot(t *testing.T, s State) State {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c State
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func record(s State, usage int, opts ...func(*events.IterationRecord)) IterationDone {
@@ -249,7 +274,7 @@ func TestStaleInputs(t *testing.T) {
 	s, _ := Start("s1", twoTasks(), defaults, t0)
 	cases := []struct {
 		name string
-		in   any
+		in   Input
 	}{
 		{"analysis before the iteration ran", Analyzed{Step: s.Step}},
 		{"verdict while iterating", Critiqued{Step: s.Step}},
@@ -280,6 +305,23 @@ func TestNextDoesNotMutateItsInput(t *testing.T) {
 	}
 }
 
+// TestNextResultsShareNoSlices: two transitions from the same state (a
+// retry after a lost compare-and-set does this) give independent results.
+// A task's slice with spare capacity, shared between them, would let the
+// second append overwrite what the first result holds.
+func TestNextResultsShareNoSlices(t *testing.T) {
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	// As a state built by appending has: room for one more file.
+	files := make([]string, 3, 4)
+	copy(files, []string{"a.go", "b.go", "c.go"})
+	s.CurrentTask().FilesChanged = files
+	first, _ := step(t, s, record(s, 1, func(r *events.IterationRecord) { r.FilesChanged = []string{"x.go"} }))
+	_, _ = step(t, s, record(s, 1, func(r *events.IterationRecord) { r.FilesChanged = []string{"y.go"} }))
+	if got := first.CurrentTask().FilesChanged; !eq(got, []string{"a.go", "b.go", "c.go", "x.go"}) {
+		t.Fatalf("first result's files changed became %v after a second transition from the same state", got)
+	}
+}
+
 func TestDependenciesDecideTheOrder(t *testing.T) {
 	d := events.SessionStartedData{Workspace: "/ws", PRD: prd.PRD{Tasks: []prd.Task{
 		{ID: "B", Title: "b", AcceptanceCriteria: []string{"x"}, DependsOn: []string{"A"}},
@@ -298,24 +340,6 @@ func TestRejectionMessageCarriesVerifyOutput(t *testing.T) {
 	for _, want := range []string{"attempt 2", "go test ./...", "exit code 1", "--- FAIL: TestX", "tests fail", "- tests pass"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
-		}
-	}
-}
-
-func TestPointerDigestKeepsWholeLines(t *testing.T) {
-	var b strings.Builder
-	for i := 0; i < 1000; i++ {
-		b.WriteString(strings.Repeat("x", i%50))
-		b.WriteString("|end\n")
-	}
-	text := b.String()
-	d := PointerDigest(text, "a-1", 2000)
-	if !strings.Contains(d, "artifact a-1") || !strings.Contains(d, "lines not shown") {
-		t.Fatalf("digest:\n%s", d)
-	}
-	for _, line := range strings.Split(d, "\n")[1:] {
-		if line != "" && !strings.HasSuffix(line, "|end") && !strings.HasPrefix(line, "[") {
-			t.Fatalf("line cut mid-way: %q", line)
 		}
 	}
 }
@@ -634,8 +658,8 @@ func TestCompactionStopsAtTheLimits(t *testing.T) {
 		}
 		s, cmds = step(t, s, Analyzed{Step: s.Step})
 	}
-	if s.Phase != PhaseFailed || !strings.Contains(s.Reason, "used all 5 turns") {
-		t.Fatalf("turn limit: phase %s, reason %q", s.Phase, s.Reason)
+	if s.Phase != PhaseFailed || !strings.Contains(s.Reason, "used all 5 turns") || !eq(published(cmds), []events.Type{events.SessionFailed}) {
+		t.Fatalf("turn limit: phase %s, reason %q, published %v", s.Phase, s.Reason, published(cmds))
 	}
 }
 
@@ -656,5 +680,47 @@ func TestCriticOutageEscalates(t *testing.T) {
 	s, cmds = step(t, s, Resumed{Step: s.Step, Data: events.SessionResumedData{Message: "the critic is back"}})
 	if s.Phase != PhaseIterating || s.CurrentTask().Status != TaskActive || !eq(published(cmds), []events.Type{events.IterationRequested}) {
 		t.Fatalf("after resume: phase %s, status %s, published %v", s.Phase, s.CurrentTask().Status, published(cmds))
+	}
+}
+
+// TestDecomposedParentReviewNamesSubtaskFiles: the critic judges a
+// decomposed task by what its subtasks wrote, so the parent's review
+// request names every file any subtask changed, besides the parent's own.
+func TestDecomposedParentReviewNamesSubtaskFiles(t *testing.T) {
+	decompose := events.Signal{Pattern: "no_progress", Confidence: 0.8, Action: events.ActionDecompose, Diagnosis: "nothing changes"}
+	files := func(fs ...string) func(*events.IterationRecord) {
+		return func(r *events.IterationRecord) { r.FilesChanged = fs }
+	}
+	s, _ := Start("s1", twoTasks(), defaults, t0)
+	s, _ = step(t, s, record(s, 1, files("parent.go")))
+	s, _ = step(t, s, Analyzed{Step: s.Step})
+	s, _ = stuck(t, s, decompose)
+	s, _ = step(t, s, Decomposed{Step: s.Step, Data: events.TaskDecomposedData{ParentID: "T1", Subtasks: subtasks("T1.1", "T1.2")}})
+
+	var cmds []Command
+	for _, sub := range []struct {
+		id    string
+		files []string
+	}{{"T1.1", []string{"a.go", "shared.go"}}, {"T1.2", []string{"shared.go", "b.go"}}} {
+		if s.CurrentTask().ID != sub.id {
+			t.Fatalf("current %s, want %s", s.CurrentTask().ID, sub.id)
+		}
+		s, _ = step(t, s, record(s, 1, files(sub.files[0])))
+		s, _ = step(t, s, Analyzed{Step: s.Step})
+		s, _ = step(t, s, record(s, 1, claimed, files(sub.files[1])))
+		s, _ = step(t, s, Analyzed{Step: s.Step, Data: events.IterationAnalyzedData{ClaimedDone: true}})
+		s, cmds = step(t, s, Critiqued{Step: s.Step, Data: events.CritiqueCompletedData{TaskID: sub.id, Verdict: events.Verdict{Approved: true}}})
+	}
+	crit := payload[events.CritiqueRequestedData](t, cmds, events.CritiqueRequested)
+	if crit.Task.ID != "T1" {
+		t.Fatalf("review of %s, want the parent T1", crit.Task.ID)
+	}
+	if want := []string{"parent.go", "a.go", "shared.go", "b.go"}; !eq(crit.FilesChanged, want) {
+		t.Fatalf("parent's review names files %v, want %v", crit.FilesChanged, want)
+	}
+	// The state keeps them too: a rejected parent claimed done again is
+	// reviewed with the same files.
+	if got := s.CurrentTask().FilesChanged; !eq(got, crit.FilesChanged) {
+		t.Fatalf("parent's files in the state %v, in the request %v", got, crit.FilesChanged)
 	}
 }

@@ -10,11 +10,17 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/gitwork"
 	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/memory"
 	"github.com/ralphmesh/ralph/pkg/metrics"
+	"github.com/ralphmesh/ralph/pkg/sandbox"
+	"github.com/ralphmesh/ralph/pkg/sessionindex"
+	"github.com/ralphmesh/ralph/pkg/settings"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
@@ -23,10 +29,18 @@ import (
 // Name is the service name (and consumer name prefix).
 const Name = "builder"
 
-// Bus is what the builder needs of the event bus.
+// Bus is what the builder needs of the event bus: publishing, its
+// consumers, the dead letters of every service (the supervisor), and a
+// session's last event of a type (to tell a lost state from a session that
+// never started or already ended).
 type Bus interface {
 	Publish(ctx context.Context, env events.Envelope) error
 	Run(ctx context.Context, service string, handlers map[events.Type]bus.Handler, o bus.RunOptions) error
+	// MaxPayload is the largest event the server accepts: an iteration's
+	// record is kept under it.
+	MaxPayload() int64
+	RunDeadLetters(ctx context.Context, service string, fn func(context.Context, bus.DeadLetter) error, o bus.RunOptions) error
+	LastEvent(ctx context.Context, session string, typ events.Type) (events.Envelope, bool, error)
 }
 
 // Store is what the builder needs of Redis.
@@ -37,8 +51,38 @@ type Store interface {
 	Units(ctx context.Context, session, scope string) ([]units.Unit, error)
 	PutArtifact(ctx context.Context, session, content string) (string, error)
 	GetArtifact(ctx context.Context, session, id string) (string, error)
-	JournalGet(ctx context.Context, session string, step int, field string, v any) (bool, error)
-	JournalPut(ctx context.Context, session string, step int, field string, v any) error
+	// LoadMemory reads the session's memory (pkg/memory), which the
+	// summarizer writes; version 0 while there is none.
+	LoadMemory(ctx context.Context, session string, v any) (int64, error)
+	bus.Journal
+	// The activity index the watchdog reads (store.Store's).
+	MarkActive(ctx context.Context, session string, at time.Time) error
+	MarkEnded(ctx context.Context, session string) error
+	QuietSince(ctx context.Context, t time.Time, limit int) ([]store.Activity, error)
+	LastActive(ctx context.Context, session string) (time.Time, bool, error)
+	// Usage is the model usage of a session per role, for the index.
+	Usage(ctx context.Context, session string) (map[string]int64, error)
+}
+
+// Index is the session index the builder keeps as sessions move
+// (sessionindex.Index).
+type Index interface {
+	Put(ctx context.Context, e sessionindex.Entry) error
+	End(ctx context.Context, team, session, state, reason string, at time.Time) error
+	Forget(team, session string)
+}
+
+// TeamLimits holds each team to its limits (teams.Guard).
+type TeamLimits interface {
+	// Admit says why a new session of team may not start now ("" when
+	// it may).
+	Admit(ctx context.Context, team, session string, now time.Time) (string, error)
+	// Exhausted says why team may not spend more tokens today ("" while
+	// it may).
+	Exhausted(ctx context.Context, team string, now time.Time) (string, error)
+	// Spend records the tokens session spent at step, once per step
+	// however often it is delivered.
+	Spend(ctx context.Context, team, session string, step, tokens int, now time.Time) error
 }
 
 // Model is the builder's LLM.
@@ -48,15 +92,6 @@ type Model interface {
 
 // TokenCounter counts context tokens.
 type TokenCounter interface{ Count(text string) int }
-
-// Config is the builder's own configuration.
-type Config struct {
-	Limits            events.Limits
-	Tools             tools.Options
-	InlineOutputBytes int
-	MaxTokens         int
-	Run               bus.RunOptions
-}
 
 // Deps are the builder's collaborators.
 type Deps struct {
@@ -69,161 +104,255 @@ type Deps struct {
 	Config Config
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
+	// Sandbox runs the run tool's commands (probed by the wiring);
+	// sandbox.Unconfined() only when the operator opted out.
+	Sandbox *sandbox.Sandbox
+	// Index, when set, is kept up to date with every session's state.
+	Index Index
+	// Teams, when set, holds each team to its limits.
+	Teams TeamLimits
 }
 
 // Service runs the loop for every session it is handed.
-type Service struct{ d Deps }
+type Service struct {
+	d Deps
+	// measure sizes a task's first request, to refuse a task that cannot
+	// fit in the model's window.
+	measure Measure
+}
 
-// New builds the service.
+// New builds the service; zero Config fields take their defaults.
 func New(d Deps) *Service {
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
-	if d.Config.InlineOutputBytes <= 0 {
-		d.Config.InlineOutputBytes = 16 << 10
-	}
-	return &Service{d: d}
+	settings.FillZero(&d.Config)
+	return &Service{d: d, measure: Measurer(d.Tokens, d.Config.MaxTokens).WithMemory(MemoryRoom(d.Tokens, d.Config.Memory))}
 }
 
-// Run consumes the builder's events until ctx ends.
+// Run consumes the builder's events, supervises the dead letters of every
+// service and runs the watchdog until ctx ends.
+// It refuses to start without a sandbox for the agent's commands.
 func (s *Service) Run(ctx context.Context) error {
+	if s.d.Sandbox == nil {
+		return errNoSandbox
+	}
+	o := s.d.Config.Run
+	o.Ready = readyOnce(o.Ready, 2)
+	// The supervisor's last word comes after RideOut (which is innermost)
+	// has waited out an outage for the whole budget.
+	supervisor := o
+	supervisor.Middlewares = append([]bus.Middleware{bus.GiveUp(s.supervisorGaveUp)}, o.Middlewares...)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.d.Bus.RunDeadLetters(ctx, Name, s.onDeadLetter, supervisor) })
+	g.Go(func() error { s.watch(ctx); return nil })
+	g.Go(func() error { return s.runEvents(ctx, o) })
+	return g.Wait()
+}
+
+// runEvents consumes the builder's events until ctx ends.
+func (s *Service) runEvents(ctx context.Context, o bus.RunOptions) error {
 	return s.d.Bus.Run(ctx, Name, map[events.Type]bus.Handler{
-		events.SessionStarted:      s.onStarted,
-		events.IterationRequested:  s.onIteration,
-		events.IterationAnalyzed:   s.onAnalyzed,
-		events.CritiqueCompleted:   s.onCritique,
-		events.PruneCompleted:      s.onPruned,
-		events.TaskDecomposed:      s.onDecomposed,
-		events.SessionResumed:      s.onResumed,
-		events.CompactionCompleted: s.onCompacted,
-	}, s.d.Config.Run)
+		events.SessionStarted:     s.onStarted,
+		events.IterationRequested: bus.GiveUp(s.failSession)(s.onIteration),
+		events.IterationAnalyzed: applies(s, func(step int, d events.IterationAnalyzedData) Input {
+			return Analyzed{Step: step, Data: d}
+		}),
+		events.CritiqueCompleted: applies(s, func(step int, d events.CritiqueCompletedData) Input {
+			return Critiqued{Step: step, Data: d}
+		}),
+		events.PruneCompleted: applies(s, func(step int, d events.PruneCompletedData) Input {
+			return Pruned{Step: step, Data: d}
+		}),
+		events.TaskDecomposed: applies(s, func(step int, d events.TaskDecomposedData) Input {
+			return Decomposed{Step: step, Data: d, Measure: s.measure}
+		}),
+		events.SessionResumed: s.onResumed,
+		events.CompactionCompleted: applies(s, func(step int, d events.CompactionCompletedData) Input {
+			return Compacted{Step: step, Data: d}
+		}),
+		events.CancelRequested: applies(s, func(step int, d events.CancelRequestedData) Input {
+			return Cancel{Step: step, Reason: d.Reason}
+		}),
+	}, o)
 }
 
-func (s *Service) onCompacted(ctx context.Context, env events.Envelope) error {
-	var d events.CompactionCompletedData
-	if err := env.Decode(&d); err != nil {
-		return err
-	}
-	return s.apply(ctx, env, Compacted{Step: env.Step, Data: d})
-}
-
-func (s *Service) onPruned(ctx context.Context, env events.Envelope) error {
-	var d events.PruneCompletedData
-	if err := env.Decode(&d); err != nil {
-		return err
-	}
-	return s.apply(ctx, env, Pruned{Step: env.Step, Data: d})
-}
-
-func (s *Service) onDecomposed(ctx context.Context, env events.Envelope) error {
-	var d events.TaskDecomposedData
-	if err := env.Decode(&d); err != nil {
-		return err
-	}
-	return s.apply(ctx, env, Decomposed{Step: env.Step, Data: d})
-}
-
+// onResumed applies a person's guidance. A session with a branch goes on
+// from its last commit: the workspace is put back on the branch (a person
+// may have switched away while it was paused), and a commit the person
+// made on it meanwhile is taken as the new head.
 func (s *Service) onResumed(ctx context.Context, env events.Envelope) error {
-	var d events.SessionResumedData
-	if err := env.Decode(&d); err != nil {
+	d, err := events.DecodeAs[events.SessionResumedData](env)
+	if err != nil {
 		return err
 	}
-	return s.apply(ctx, env, Resumed{Step: env.Step, Data: d})
+	var st State
+	ver, err := s.d.Store.LoadState(ctx, env.Session, &st)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+		}
+		return err
+	}
+	in := Resumed{Step: env.Step, Data: d}
+	if st.Git != nil && st.Phase == PhaseEscalated && st.Step == env.Step {
+		repo, err := gitwork.Open(ctx, st.Workspace, s.d.Sandbox, s.d.Config.Git)
+		if err == nil {
+			in.Head, err = repo.Checkout(ctx, st.Git.Branch)
+		}
+		if err != nil {
+			return bus.Permanent(fmt.Errorf("resume session %s on branch %s: %w", env.Session, st.Git.Branch, err))
+		}
+	}
+	return s.commit(ctx, s.log(env), env.Session, st, ver, in)
+}
+
+// errNoSandbox is a wiring mistake: running the model's commands
+// unconfined must be chosen (RALPH_SANDBOX_MODE=none), never a default.
+var errNoSandbox = errors.New("builder: no sandbox for the agent's commands (Deps.Sandbox); pass sandbox.Unconfined() to run them unconfined")
+
+// applies is the handler of an event that is one input of the state
+// machine: decode its payload as its registered type, make the input, apply.
+func applies[T any](s *Service, input func(step int, d T) Input) bus.Handler {
+	return func(ctx context.Context, env events.Envelope) error {
+		d, err := events.DecodeAs[T](env)
+		if err != nil {
+			return err
+		}
+		return s.apply(ctx, env, input(env.Step, d))
+	}
 }
 
 func (s *Service) log(env events.Envelope) *zap.Logger {
-	return s.d.Log.With(zap.String("session", env.Session), zap.String("task", env.Task),
+	return s.d.Log.With(zap.String("session", env.Session), zap.String("team", env.TeamOrDefault()), zap.String("task", env.Task),
 		zap.Int("step", env.Step), zap.String("event", env.ID))
 }
 
+// teamOf is the team a state belongs to.
+func teamOf(st State) string {
+	if st.Team == "" {
+		return events.DefaultTeam
+	}
+	return st.Team
+}
+
+// otherTeam reports (and logs) an event of another team than the
+// session's: session ids are one namespace, so a team's user could name
+// another team's session, and its event must not touch it.
+func (s *Service) otherTeam(env events.Envelope, st State) bool {
+	if teamOf(st) == env.TeamOrDefault() {
+		return false
+	}
+	s.log(env).Warn("ignoring an event of another team than the session's", zap.String("session_team", teamOf(st)))
+	return true
+}
+
 func (s *Service) onStarted(ctx context.Context, env events.Envelope) error {
-	var d events.SessionStartedData
-	if err := env.Decode(&d); err != nil {
+	d, err := events.DecodeAs[events.SessionStartedData](env)
+	if err != nil {
 		return err
 	}
 	var existing State
 	ver, err := s.d.Store.LoadState(ctx, env.Session, &existing)
 	switch {
 	case err == nil:
+		if s.otherTeam(env, existing) {
+			return nil
+		}
 		// A duplicate start: finish whatever the first one began.
+		if err := s.track(ctx, env.Session, existing, ver); err != nil {
+			return err
+		}
 		return s.execute(ctx, existing.Pending)
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
+	team := env.TeamOrDefault()
 	var st State
 	var cmds []Command
-	if _, werr := tools.NewWorkspace(d.Workspace); werr != nil {
-		st = State{Session: env.Session, Workspace: d.Workspace, Current: -1}
-		st, cmds, _ = st.fail(fmt.Sprintf("workspace %s: %v", d.Workspace, werr), s.d.Clock())
+	var at GitStart
+	_, werr := tools.NewWorkspace(d.Workspace)
+	if werr == nil && d.Git != nil {
+		// Idempotent: a redelivered start finds the workspace on the
+		// branch already.
+		if at, werr = s.checkout(ctx, d.Workspace, *d.Git); werr != nil && (ctx.Err() != nil || bus.IsUnavailable(werr)) {
+			return werr
+		}
+	}
+	if werr != nil {
+		st = State{Session: env.Session, Team: env.Team, Workspace: d.Workspace, Current: -1}
+		cmds, _ = st.fail(fmt.Sprintf("workspace %s: %v", d.Workspace, werr), s.d.Clock())
 	} else {
-		st, cmds = Start(env.Session, d, s.d.Config.Limits, s.d.Clock())
+		st, cmds = StartAt(env.Team, env.Session, d, s.d.Config.Limits(), at, s.d.Clock())
+		// Whoever published session.started, a task that cannot fit in the
+		// model's window is refused before any of them starts, and so is
+		// a session past its team's limits.
+		if reason := st.Unfit(s.measure); reason != "" {
+			cmds, _ = st.fail(reason, s.d.Clock())
+		} else if reason, err := s.admit(ctx, team, env.Session); err != nil {
+			return err
+		} else if reason != "" {
+			cmds, _ = st.fail(reason, s.d.Clock())
+		}
 	}
 	st.Pending = cmds
-	if _, err := s.d.Store.SaveState(ctx, env.Session, ver, st); err != nil {
+	saved, err := s.d.Store.SaveState(ctx, env.Session, ver, st)
+	if err != nil {
 		return err
 	}
 	s.log(env).Info("session started", zap.Int("tasks", len(st.Tasks)), zap.String("workspace", d.Workspace))
+	if err := s.track(ctx, env.Session, st, saved); err != nil {
+		return err
+	}
 	return s.execute(ctx, cmds)
-}
-
-func (s *Service) onAnalyzed(ctx context.Context, env events.Envelope) error {
-	var d events.IterationAnalyzedData
-	if err := env.Decode(&d); err != nil {
-		return err
-	}
-	return s.apply(ctx, env, Analyzed{Step: env.Step, Data: d})
-}
-
-func (s *Service) onCritique(ctx context.Context, env events.Envelope) error {
-	var d events.CritiqueCompletedData
-	if err := env.Decode(&d); err != nil {
-		return err
-	}
-	return s.apply(ctx, env, Critiqued{Step: env.Step, Data: d})
 }
 
 // apply feeds one input to the state machine, persists the new state with
 // its commands under compare-and-set, then executes the commands. A stale
 // input re-executes the commands of the transition that made it stale,
 // which finishes the work of a replica that died between save and publish.
-func (s *Service) apply(ctx context.Context, env events.Envelope, in any) error {
+func (s *Service) apply(ctx context.Context, env events.Envelope, in Input) error {
 	var st State
 	ver, err := s.d.Store.LoadState(ctx, env.Session, &st)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return bus.Permanent(err)
+			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
 		}
 		return err
 	}
-	next, cmds, err := Next(st, in, s.d.Clock())
-	if errors.Is(err, ErrStale) {
-		s.log(env).Debug("stale event; re-executing pending commands", zap.String("phase", string(st.Phase)), zap.Int("state_step", st.Step))
-		return s.execute(ctx, st.Pending)
+	if s.otherTeam(env, st) {
+		return nil
 	}
-	if err != nil {
-		return bus.Permanent(err)
-	}
-	next.Pending = cmds
-	if _, err := s.d.Store.SaveState(ctx, env.Session, ver, next); err != nil {
-		return err
-	}
-	if next.Phase != st.Phase || next.Step != st.Step {
-		s.log(env).Info("transition", zap.String("from", string(st.Phase)), zap.String("to", string(next.Phase)), zap.Int("next_step", next.Step))
-	}
-	return s.execute(ctx, cmds)
+	return s.commit(ctx, s.log(env), env.Session, st, ver, in)
 }
 
 func (s *Service) execute(ctx context.Context, cmds []Command) error {
+	session := sessionOf(cmds)
 	for _, c := range cmds {
 		switch {
+		case c.Commit != nil:
+			// Its outcome is the next transition, which executes its own
+			// commands.
+			if err := s.runCommit(ctx, *c.Commit); err != nil {
+				return err
+			}
 		case c.Append != nil:
 			us := slices.Clone(c.Append.Units)
+			if c.Append.Memory != nil {
+				u, ok, err := s.memoryUnit(ctx, session, c.Append.Scope, c.Append.Memory)
+				if err != nil {
+					return err
+				}
+				if ok {
+					us = append(us, u)
+				}
+			}
 			for i := range us {
 				if us[i].Tokens == 0 {
 					us[i].Tokens = s.d.Tokens.Count(us[i].Content)
 				}
 			}
-			if err := s.d.Store.AppendUnits(ctx, sessionOf(cmds), c.Append.Scope, us...); err != nil {
+			if err := s.d.Store.AppendUnits(ctx, session, c.Append.Scope, us...); err != nil {
 				return err
 			}
 		case c.Publish != nil:
@@ -233,6 +362,55 @@ func (s *Service) execute(ctx context.Context, cmds []Command) error {
 		}
 	}
 	return nil
+}
+
+// memoryUnit is the session's memory as the unit a starting task gets
+// after its instructions (memory.Unit), false when memory is off or holds
+// nothing yet. The summarizer takes an approved task's learnings in on the
+// task.completed the builder has just published, so the next task would
+// nearly always start without them; it waits instead, up to
+// RALPH_MEMORY_WAIT, for the memory to hold every task approved before it,
+// then takes the memory as it stands. The wait is bounded so that a slow
+// or absent summarizer delays a task, never stops it. A redelivered start
+// may read a newer memory, but the store keeps the unit appended first
+// (unit ids are appended once).
+func (s *Service) memoryUnit(ctx context.Context, session, task string, req *MemoryRequest) (units.Unit, bool, error) {
+	mc := s.d.Config.Memory
+	if !mc.Enabled() {
+		return units.Unit{}, false, nil
+	}
+	deadline := time.Now().Add(mc.MemoryWait)
+	pause := 20 * time.Millisecond
+	var mem memory.Memory
+	for {
+		mem = memory.Memory{}
+		if _, err := s.d.Store.LoadMemory(ctx, session, &mem); err != nil {
+			return units.Unit{}, false, err
+		}
+		left := time.Until(deadline)
+		if mem.Covers(req.After) || left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(pause, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return units.Unit{}, false, ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+	if !mem.Covers(req.After) {
+		s.d.Log.Warn("a task starts without the memory of every task approved before it: not ready in time (RALPH_MEMORY_WAIT)",
+			zap.String("session", session), zap.String("task", task), zap.Strings("waited_for", req.After),
+			zap.Strings("memory_has", mem.Tasks), zap.Duration("waited", mc.MemoryWait))
+	}
+	if strings.TrimSpace(mem.Text) == "" {
+		return units.Unit{}, false, nil
+	}
+	u := memory.Unit(task, mem)
+	u.Tokens = s.d.Tokens.Count(u.Content)
+	return u, true, nil
 }
 
 // sessionOf finds the session of a command list; every transition publishes
@@ -260,59 +438,74 @@ type toolStart struct {
 }
 
 func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
-	var d events.IterationRequestedData
-	if err := env.Decode(&d); err != nil {
+	if _, err := events.DecodeAs[events.IterationRequestedData](env); err != nil {
 		return err
 	}
 	var st State
 	if _, err := s.d.Store.LoadState(ctx, env.Session, &st); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return bus.Permanent(err)
+			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
 		}
 		return err
 	}
 	if st.Phase != PhaseIterating || st.Step != env.Step {
 		return s.execute(ctx, st.Pending)
 	}
+	// The team's tokens of the day are checked before the model is asked,
+	// and what the step spent is counted (once) before it is applied.
+	if reason, err := s.exhausted(ctx, teamOf(st)); err != nil {
+		return err
+	} else if reason != "" {
+		return s.apply(ctx, env, LimitHit{Step: env.Step, Reason: reason})
+	}
 	rec, err := s.runStep(ctx, env, &st)
 	if err != nil {
-		var abort abortError
-		if errors.As(err, &abort) {
-			return s.abort(ctx, env, abort.reason)
-		}
-		if ctx.Err() == nil && bus.LastDelivery(ctx) {
-			// The step failed on every delivery JetStream allows (the
-			// model endpoint is down, say): end the session with the
-			// reason rather than leave it waiting for a step that never
-			// comes.
-			return s.abort(ctx, env, fmt.Sprintf("step %d failed on its last delivery: %v", env.Step, err))
-		}
 		return err
+	}
+	if s.d.Teams != nil {
+		if err := s.d.Teams.Spend(ctx, teamOf(st), env.Session, env.Step, rec.Usage.InputTokens+rec.Usage.OutputTokens, s.d.Clock()); err != nil {
+			return err
+		}
 	}
 	return s.apply(ctx, env, IterationDone{Step: env.Step, Record: rec})
 }
 
-// abortError ends the session: the step cannot succeed however often it is
-// retried (a rejected API key, a missing workspace).
-type abortError struct{ reason string }
-
-func (a abortError) Error() string { return a.reason }
+// failSession ends the session of a step that cannot succeed: its error is
+// permanent (a rejected API key, a missing workspace), or the step failed on
+// every delivery JetStream allows (the model endpoint is down, say). The
+// session fails with the reason rather than wait for a step that never
+// comes.
+func (s *Service) failSession(ctx context.Context, env events.Envelope, err error) error {
+	reason := err.Error()
+	if !bus.IsPermanent(err) {
+		reason = fmt.Sprintf("step %d failed on its last delivery: %v", env.Step, err)
+	}
+	return s.abort(ctx, env, reason)
+}
 
 func (s *Service) abort(ctx context.Context, env events.Envelope, reason string) error {
 	var st State
 	ver, err := s.d.Store.LoadState(ctx, env.Session, &st)
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+		}
 		return err
 	}
 	if st.Done() || st.Step != env.Step {
 		return s.execute(ctx, st.Pending)
 	}
-	next, cmds, _ := st.fail(reason, s.d.Clock())
+	next := st
+	cmds, _ := next.fail(reason, s.d.Clock())
 	next.Pending = cmds
-	if _, err := s.d.Store.SaveState(ctx, env.Session, ver, next); err != nil {
+	saved, err := s.d.Store.SaveState(ctx, env.Session, ver, next)
+	if err != nil {
 		return err
 	}
 	s.log(env).Error("session aborted", zap.String("reason", reason))
+	if err := s.track(ctx, env.Session, next, saved); err != nil {
+		return err
+	}
 	return s.execute(ctx, cmds)
 }
 
@@ -323,7 +516,7 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 	log := s.log(env)
 	ws, err := tools.NewWorkspace(st.Workspace)
 	if err != nil {
-		return events.IterationRecord{}, abortError{fmt.Sprintf("workspace %s: %v", st.Workspace, err)}
+		return events.IterationRecord{}, bus.Permanent(fmt.Errorf("workspace %s: %w", st.Workspace, err))
 	}
 	ctxUnits, err := s.d.Store.Units(ctx, env.Session, t.ID)
 	if err != nil {
@@ -331,35 +524,27 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 	}
 	turn := t.Turns + 1
 
-	var reply journaledReply
-	found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, "llm", &reply)
-	if err != nil {
-		return events.IterationRecord{}, err
-	}
-	if !found {
-		resp, err := s.d.Model.Chat(ctx, env.Session, openai.ChatCompletionRequest{
+	asked := false
+	reply, err := bus.Once(ctx, s.d.Store, env, "llm", func(ctx context.Context) (journaledReply, error) {
+		asked = true
+		msg, usage, err := llm.Reply(ctx, s.d.Model, env.Session, llm.Request{
 			Messages:  units.Messages(ctxUnits),
 			Tools:     tools.Definitions(),
 			MaxTokens: s.d.Config.MaxTokens,
 		})
 		if err != nil {
-			if llm.IsRetryable(err) || ctx.Err() != nil {
-				return events.IterationRecord{}, fmt.Errorf("builder model: %w", err)
-			}
-			return events.IterationRecord{}, abortError{fmt.Sprintf("builder model: %v", err)}
+			return journaledReply{}, fmt.Errorf("builder model: %w", err)
 		}
-		if len(resp.Choices) == 0 {
-			return events.IterationRecord{}, fmt.Errorf("builder model: reply without choices")
-		}
-		msg := resp.Choices[0].Message
-		reply = journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}}
+		reply := journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens}}
 		for _, c := range msg.ToolCalls {
 			reply.Calls = append(reply.Calls, units.Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
 		}
-		if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, "llm", reply); err != nil {
-			return events.IterationRecord{}, err
-		}
-	} else {
+		return reply, nil
+	})
+	if err != nil {
+		return events.IterationRecord{}, err
+	}
+	if !asked {
 		log.Info("replaying journaled model reply")
 	}
 
@@ -371,7 +556,12 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 		Iteration: st.Iteration + 1, TaskID: t.ID, AssistantText: reply.Content,
 		Usage: reply.Usage, ClaimedDone: len(reply.Calls) == 0, Compacted: st.JustCompacted,
 	}
-	exec := tools.NewExecutor(ws, sessionArtifacts{s.d.Store, env.Session}, s.d.Config.Tools)
+	// A page of read_file or read_artifact is what the context shows
+	// inline, so a read comes back whole rather than as a pointer.
+	opts := s.d.Config.Options
+	opts.PageBytes = s.d.Config.InlineOutputBytes
+	opts.Sandbox = s.d.Sandbox
+	exec := tools.NewExecutor(ws, sessionArtifacts{s.d.Store, env.Session}, opts)
 	for i, call := range reply.Calls {
 		res, err := s.runTool(ctx, env, exec, i, call)
 		if err != nil {
@@ -405,7 +595,15 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 	if rec.WorkspaceHash, err = tools.Hash(ws.Root()); err != nil {
 		return events.IterationRecord{}, fmt.Errorf("hash workspace: %w", err)
 	}
-	return rec, nil
+	rec, err = boundRecord(ctx, rec, s.d.Config.InlineOutputBytes, RecordBudget(s.d.Bus.MaxPayload()),
+		func(ctx context.Context, content string) (string, error) {
+			return s.d.Store.PutArtifact(ctx, env.Session, content)
+		})
+	if errors.Is(err, ErrRecordTooLarge) {
+		// The journal replays the same calls: no delivery makes it fit.
+		return rec, bus.Permanent(err)
+	}
+	return rec, err
 }
 
 // runTool executes call i of the step, or replays its journaled result. A
@@ -413,32 +611,29 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 // replica died while it ran) is not run again: its effects are unknown, and
 // the model is told so.
 func (s *Service) runTool(ctx context.Context, env events.Envelope, exec *tools.Executor, i int, call units.Call) (tools.Result, error) {
-	resultKey, startKey := fmt.Sprintf("tool:%d", i), fmt.Sprintf("start:%d", i)
-	var res tools.Result
-	if found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, resultKey, &res); err != nil || found {
-		return res, err
-	}
-	if call.Name == "run" {
-		var started toolStart
-		found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, startKey, &started)
+	return bus.Once(ctx, s.d.Store, env, fmt.Sprintf("tool:%d", i), func(ctx context.Context) (tools.Result, error) {
+		if call.Name == tools.Run {
+			startKey := fmt.Sprintf("start:%d", i)
+			var started toolStart
+			found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, startKey, &started)
+			if err != nil {
+				return tools.Result{}, err
+			}
+			if found {
+				return tools.Result{Error: fmt.Sprintf("this command was interrupted at %s when the builder replica running it stopped; "+
+					"it was not run again because it may already have had effects. Check the workspace before running it again.",
+					started.At.UTC().Format(time.RFC3339)), ExitCode: -1}, nil
+			}
+			if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, startKey, toolStart{At: s.d.Clock()}); err != nil {
+				return tools.Result{}, err
+			}
+		}
+		res, err := exec.Execute(ctx, call.Name, call.Args)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("tool %s: %w", call.Name, err)
 		}
-		if found {
-			res = tools.Result{Error: fmt.Sprintf("this command was interrupted at %s when the builder replica running it stopped; "+
-				"it was not run again because it may already have had effects. Check the workspace before running it again.",
-				started.At.UTC().Format(time.RFC3339)), ExitCode: -1}
-			return res, s.d.Store.JournalPut(ctx, env.Session, env.Step, resultKey, res)
-		}
-		if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, startKey, toolStart{At: s.d.Clock()}); err != nil {
-			return res, err
-		}
-	}
-	res, err := exec.Execute(ctx, call.Name, call.Args)
-	if err != nil {
-		return res, fmt.Errorf("tool %s: %w", call.Name, err)
-	}
-	return res, s.d.Store.JournalPut(ctx, env.Session, env.Step, resultKey, res)
+		return res, nil
+	})
 }
 
 // toolContent is what the model sees of a tool result. An output larger
@@ -454,41 +649,7 @@ func (s *Service) toolContent(ctx context.Context, session string, call units.Ca
 	if err != nil {
 		return "", "", err
 	}
-	return PointerDigest(text, id, s.d.Config.InlineOutputBytes/2), id, nil
-}
-
-// PointerDigest describes an artifact by its size and whole lines from its
-// head and tail, within about budget bytes: half for the head, the rest for
-// the tail. A line that does not fit is left out whole, never cut.
-func PointerDigest(text, id string, budget int) string {
-	lines := strings.Split(text, "\n")
-	used, nHead := 0, 0
-	for _, l := range lines {
-		if used+len(l)+1 > budget/2 {
-			break
-		}
-		used += len(l) + 1
-		nHead++
-	}
-	nTail := 0
-	for k := len(lines) - 1; k >= nHead; k-- {
-		if used+len(lines[k])+1 > budget {
-			break
-		}
-		used += len(lines[k]) + 1
-		nTail++
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "[%d bytes in %d lines, stored whole as artifact %s; call read_artifact {\"id\": %q} to read all of it]\n",
-		len(text), len(lines), id, id)
-	b.WriteString(strings.Join(lines[:nHead], "\n"))
-	if omitted := len(lines) - nHead - nTail; omitted > 0 {
-		fmt.Fprintf(&b, "\n[... %d lines not shown ...]\n", omitted)
-	} else {
-		b.WriteString("\n")
-	}
-	b.WriteString(strings.Join(lines[len(lines)-nTail:], "\n"))
-	return b.String()
+	return tools.PointerDigest(text, id, s.d.Config.InlineOutputBytes/2), id, nil
 }
 
 func (s *Service) count(content string, calls []units.Call) int {

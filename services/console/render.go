@@ -13,22 +13,43 @@ import (
 )
 
 // Render turns one event into a human line (possibly several lines). It
-// never fails: an event it cannot decode is shown by type.
+// never fails: an event it cannot decode is shown by type. Each line is
+// passed through Escape, so nothing an event carries (a task title, the
+// model's text, a tool's arguments, a path) can move the cursor or fake a
+// line: the only newlines in the result are those between Render's own
+// lines.
 func Render(env events.Envelope) string {
+	lines := render(env)
+	for i, l := range lines {
+		lines[i] = Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// one is a rendering of one line.
+func one(format string, a ...any) []string { return []string{fmt.Sprintf(format, a...)} }
+
+// render is Render's lines before escaping; none for an event people need
+// not see.
+func render(env events.Envelope) []string {
 	p := fmt.Sprintf("[%s]", env.Session)
 	switch env.Type {
 	case events.SessionStarted:
 		var d events.SessionStartedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s session started: %d tasks, workspace %s", p, len(d.PRD.Tasks), d.Workspace)
+			line := fmt.Sprintf("%s session started: %d tasks, workspace %s", p, len(d.PRD.Tasks), d.Workspace)
+			if d.Git != nil {
+				line += ", branch " + d.Git.Branch
+			}
+			return []string{line}
 		}
 	case events.TaskStarted:
 		var d events.TaskStartedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ▶ task %s: %s", p, d.Task.ID, d.Task.Title)
+			return one("%s ▶ task %s: %s", p, d.Task.ID, d.Task.Title)
 		}
 	case events.IterationRequested:
-		return ""
+		return nil
 	case events.IterationCompleted:
 		var r events.IterationRecord
 		if env.Decode(&r) == nil {
@@ -38,15 +59,15 @@ func Render(env events.Envelope) string {
 		var d events.IterationAnalyzedData
 		if env.Decode(&d) == nil {
 			if d.Signal == nil {
-				return ""
+				return nil
 			}
 			s := d.Signal
-			return fmt.Sprintf("%s   ⚠ stuck: %s (confidence %.2f) → %s: %s", p, s.Pattern, s.Confidence, s.Action, s.Diagnosis)
+			return one("%s   ⚠ stuck: %s (confidence %.2f) → %s: %s", p, s.Pattern, s.Confidence, s.Action, s.Diagnosis)
 		}
 	case events.CritiqueRequested:
 		var d events.CritiqueRequestedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s   critic reviewing %s (attempt %d)", p, d.Task.ID, d.Attempt)
+			return one("%s   critic reviewing %s (attempt %d)", p, d.Task.ID, d.Attempt)
 		}
 	case events.CritiqueCompleted:
 		var d events.CritiqueCompletedData
@@ -56,66 +77,121 @@ func Render(env events.Envelope) string {
 	case events.TaskCompleted:
 		var d events.TaskCompletedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ✔ task %s done after %d iterations, %d review(s)", p, d.TaskID, d.Iterations, d.Attempts)
+			line := fmt.Sprintf("%s ✔ task %s done after %d iterations, %d review(s)", p, d.TaskID, d.Iterations, d.Attempts)
+			if d.Commit != nil {
+				line += ": committed " + CommitLine(*d.Commit)
+			}
+			return []string{line}
+		}
+	case events.MemoryUpdated:
+		var d events.MemoryUpdatedData
+		if env.Decode(&d) == nil {
+			return renderMemory(p, d)
 		}
 	case events.SessionCompleted:
 		var d events.SessionCompletedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ✔ session completed: %d tasks, %d iterations, %d tokens", p, d.Tasks, d.Iterations, d.Tokens)
+			lines := one("%s ✔ session completed: %d tasks, %d iterations, %d tokens", p, d.Tasks, d.Iterations, d.Tokens)
+			if d.Branch != "" {
+				lines = append(lines, fmt.Sprintf("%s   %d commit(s) on branch %s:", p, len(d.Commits), d.Branch))
+				for _, c := range d.Commits {
+					lines = append(lines, fmt.Sprintf("%s     %s", p, CommitLine(c)))
+				}
+			}
+			return lines
 		}
 	case events.SessionFailed:
 		var d events.SessionFailedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ✘ session failed: %s", p, d.Reason)
+			return one("%s ✘ session failed: %s", p, d.Reason)
 		}
 	case events.SessionEscalated:
 		var d events.SessionEscalatedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ✋ session escalated: %s (tried: %s)", p, d.Reason, strings.Join(d.Tried, ", "))
+			return one("%s ✋ session escalated: %s (tried: %s)", p, d.Reason, strings.Join(d.Tried, ", "))
 		}
 	case events.SessionResumed:
 		var d events.SessionResumedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s ▶ session resumed at task %s with guidance: %s", p, env.Task, firstLine(d.Message))
+			return one("%s ▶ session resumed at task %s with guidance: %s", p, env.Task, firstLine(d.Message))
+		}
+	case events.CancelRequested:
+		var d events.CancelRequestedData
+		if env.Decode(&d) == nil {
+			if d.Reason == "" {
+				return one("%s ■ cancel asked", p)
+			}
+			return one("%s ■ cancel asked: %s", p, firstLine(d.Reason))
+		}
+	case events.SessionCancelled:
+		var d events.SessionCancelledData
+		if env.Decode(&d) == nil {
+			return one("%s ■ session cancelled at task %s after %d iterations: %s", p, d.TaskID, d.Iterations, d.Reason)
 		}
 	case events.PruneRequested:
 		var d events.PruneRequestedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s   pruning the context of %s (%s)", p, d.TaskID, d.Signal.Pattern)
+			return one("%s   pruning the context of %s (%s)", p, d.TaskID, d.Signal.Pattern)
 		}
 	case events.PruneCompleted:
 		var d events.PruneCompletedData
 		if env.Decode(&d) == nil {
 			if d.Error != "" {
-				return fmt.Sprintf("%s   pruning %s failed: %s", p, d.TaskID, d.Error)
+				return one("%s   pruning %s failed: %s", p, d.TaskID, d.Error)
 			}
-			return fmt.Sprintf("%s   pruned %s: %d → %d tokens, %d unit(s) removed, %d kept", p, d.TaskID, d.TokensBefore, d.TokensAfter, len(d.RemovedUnits), len(d.KeptUnits))
+			return one("%s   pruned %s: %d → %d tokens, %d unit(s) removed, %d kept", p, d.TaskID, d.TokensBefore, d.TokensAfter, len(d.RemovedUnits), len(d.KeptUnits))
 		}
 	case events.DecomposeRequested:
 		var d events.DecomposeRequestedData
 		if env.Decode(&d) == nil {
-			return fmt.Sprintf("%s   decomposing %s (%s)", p, d.Task.ID, d.Signal.Pattern)
+			return one("%s   decomposing %s (%s)", p, d.Task.ID, d.Signal.Pattern)
 		}
 	case events.TaskDecomposed:
 		var d events.TaskDecomposedData
 		if env.Decode(&d) == nil {
 			if d.Error != "" {
-				return fmt.Sprintf("%s   %s could not be decomposed: %s", p, d.ParentID, d.Error)
+				return one("%s   %s could not be decomposed: %s", p, d.ParentID, d.Error)
 			}
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s   %s split into %d subtasks:", p, d.ParentID, len(d.Subtasks))
+			lines := one("%s   %s split into %d subtasks:", p, d.ParentID, len(d.Subtasks))
 			for _, t := range d.Subtasks {
-				fmt.Fprintf(&b, "\n%s     · %s: %s", p, t.ID, t.Title)
+				lines = append(lines, fmt.Sprintf("%s     · %s: %s", p, t.ID, t.Title))
 			}
-			return b.String()
+			return lines
 		}
 	}
-	return fmt.Sprintf("%s %s", p, env.Type)
+	return one("%s %s", p, env.Type)
 }
 
-func renderIteration(p string, r events.IterationRecord) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s   iteration %d (task %s): %d tool call(s), tokens in %d / out %d, context %d",
+// CommitLine is a commit as `git log --oneline` shows it, and whether it
+// was pushed when a push was asked for.
+func CommitLine(c events.Commit) string {
+	line := c.Short() + " " + c.Subject
+	switch {
+	case c.Pushed:
+		line += " (pushed)"
+	case c.PushError != "":
+		line += " (not pushed: " + firstLine(c.PushError) + ")"
+	}
+	return line
+}
+
+// renderMemory says what the session's memory took in from a task.
+func renderMemory(p string, d events.MemoryUpdatedData) []string {
+	switch {
+	case d.Error != "":
+		return one("%s   memory not updated from %s: %s", p, d.TaskID, d.Error)
+	case d.How == "already":
+		return nil // a redelivery: the line was printed the first time
+	}
+	line := fmt.Sprintf("%s   memory: %d note(s) from %s (%s), %d of %d tokens, %d task(s)", p, d.Notes, d.TaskID, d.How, d.Tokens, d.MaxTokens, d.Tasks)
+	if d.Resummarized != "" {
+		line += ", summarised again (" + d.Resummarized + ")"
+	}
+	return []string{line}
+}
+
+func renderIteration(p string, r events.IterationRecord) []string {
+	lines := one("%s   iteration %d (task %s): %d tool call(s), tokens in %d / out %d, context %d",
 		p, r.Iteration, r.TaskID, len(r.ToolCalls), r.Usage.InputTokens, r.Usage.OutputTokens, r.ContextTokens)
 	for _, c := range r.ToolCalls {
 		status := "ok"
@@ -125,15 +201,15 @@ func renderIteration(p string, r events.IterationRecord) string {
 		case c.ExitCode != 0:
 			status = fmt.Sprintf("exit %d", c.ExitCode)
 		}
-		fmt.Fprintf(&b, "\n%s     · %s %s → %s", p, c.Name, compactArgs(c.Args), status)
+		lines = append(lines, fmt.Sprintf("%s     · %s %s → %s", p, c.Name, compactArgs(c.Args), status))
 	}
 	if r.ClaimedDone {
-		fmt.Fprintf(&b, "\n%s     says done: %s", p, firstLine(r.AssistantText))
+		lines = append(lines, fmt.Sprintf("%s     says done: %s", p, firstLine(r.AssistantText)))
 	}
-	return b.String()
+	return lines
 }
 
-func renderVerdict(p string, d events.CritiqueCompletedData) string {
+func renderVerdict(p string, d events.CritiqueCompletedData) []string {
 	var b strings.Builder
 	if d.Verdict.Approved {
 		fmt.Fprintf(&b, "%s   critic approved %s", p, d.TaskID)
@@ -143,7 +219,7 @@ func renderVerdict(p string, d events.CritiqueCompletedData) string {
 	if d.Verify != nil {
 		fmt.Fprintf(&b, " (verify `%s` exit %d)", d.Verify.Command, d.Verify.ExitCode)
 	}
-	return b.String()
+	return []string{b.String()}
 }
 
 // compactArgs shows a call's arguments on one line; file contents are

@@ -45,6 +45,19 @@ func TestRender(t *testing.T) {
 			{ID: "T1.1", Title: "first", AcceptanceCriteria: []string{"a"}}, {ID: "T1.2", Title: "second", AcceptanceCriteria: []string{"b"}}}},
 			[]string{"T1 split into 2 subtasks:", "· T1.1: first", "· T1.2: second"}},
 		{events.TaskDecomposed, events.TaskDecomposedData{ParentID: "T1", Error: "not JSON"}, []string{"T1 could not be decomposed: not JSON"}},
+		{events.TaskCompleted, events.TaskCompletedData{TaskID: "T1", Iterations: 3, Attempts: 1,
+			Commit: &events.Commit{TaskID: "T1", SHA: "0123456789abcdef", Subject: "T1: Greeting", Pushed: true}},
+			[]string{"task T1 done after 3 iterations, 1 review(s): committed 0123456 T1: Greeting (pushed)"}},
+		{events.SessionCompleted, events.SessionCompletedData{Tasks: 2, Branch: "ralph/demo", Commits: []events.Commit{
+			{TaskID: "T1", SHA: "aaaaaaaaaa", Subject: "T1: one"}, {TaskID: "T2", SHA: "bbbbbbbbbb", Subject: "T2: two", PushError: "rejected\nnon-fast-forward"}}},
+			[]string{"2 commit(s) on branch ralph/demo:", "aaaaaaa T1: one", "bbbbbbb T2: two (not pushed: rejected …)"}},
+		{events.CancelRequested, events.CancelRequestedData{Reason: "wrong branch\nsorry"}, []string{"cancel asked: wrong branch …"}},
+		{events.CancelRequested, events.CancelRequestedData{}, []string{"[s1] ■ cancel asked"}},
+		{events.SessionCancelled, events.SessionCancelledData{Reason: "wrong branch", TaskID: "T1", Iterations: 4},
+			[]string{"session cancelled at task T1 after 4 iterations: wrong branch"}},
+		{events.MemoryUpdated, events.MemoryUpdatedData{TaskID: "T2", How: "llm", Notes: 3, Tokens: 640, MaxTokens: 1500, Tasks: 2, Resummarized: "extractive"},
+			[]string{"memory: 3 note(s) from T2 (llm), 640 of 1500 tokens, 2 task(s), summarised again (extractive)"}},
+		{events.MemoryUpdated, events.MemoryUpdatedData{TaskID: "T2", Error: "redis: down"}, []string{"memory not updated from T2: redis: down"}},
 	}
 	for _, c := range cases {
 		t.Run(string(c.typ)+" "+c.want[0], func(t *testing.T) {

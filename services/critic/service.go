@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +16,9 @@ import (
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/sandbox"
+	"github.com/ralphmesh/ralph/pkg/settings"
+	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/tools"
 )
 
@@ -30,102 +31,178 @@ type Bus interface {
 	Run(ctx context.Context, service string, handlers map[events.Type]bus.Handler, o bus.RunOptions) error
 }
 
+// Store is what the critic needs of Redis: the session's state, read
+// only, for what to review, and the step journal, so that a redelivered
+// request neither runs the verify command again nor asks the model again.
+type Store interface {
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	bus.Journal
+}
+
 // Model is the critic's LLM.
 type Model interface {
 	Chat(ctx context.Context, session string, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
 }
 
-// Config is the critic's configuration.
-type Config struct {
-	VerifyTimeout time.Duration
-	// MaxFileBytes bounds each changed file shown to the model; a larger
-	// file is named with its size instead of being cut.
-	MaxFileBytes int
-	Run          bus.RunOptions
-}
-
 // Deps are the critic's collaborators.
 type Deps struct {
 	Bus    Bus
+	Store  Store
 	Model  Model
 	Clock  func() time.Time
 	Log    *zap.Logger
 	Config Config
+	// Sandbox runs the verify commands (probed by the wiring);
+	// sandbox.Unconfined() only when the operator opted out.
+	Sandbox *sandbox.Sandbox
 }
 
 // Service reviews claimed completions.
 type Service struct{ d Deps }
 
-// New builds the service.
+// New builds the service; zero Config fields take their defaults.
 func New(d Deps) *Service {
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
-	if d.Config.VerifyTimeout <= 0 {
-		d.Config.VerifyTimeout = 5 * time.Minute
-	}
-	if d.Config.MaxFileBytes <= 0 {
-		d.Config.MaxFileBytes = 32 << 10
-	}
+	settings.FillZero(&d.Config)
 	return &Service{d: d}
 }
 
-// Run consumes critique.requested until ctx ends.
+// Run consumes critique.requested until ctx ends. It refuses to start
+// without a sandbox for the verify commands.
 func (s *Service) Run(ctx context.Context) error {
+	if s.d.Sandbox == nil {
+		return errors.New("critic: no sandbox for the verify commands (Deps.Sandbox); pass sandbox.Unconfined() to run them unconfined")
+	}
 	return s.d.Bus.Run(ctx, Name, map[events.Type]bus.Handler{events.CritiqueRequested: s.onRequested}, s.d.Config.Run)
 }
 
+// Journal fields of the critic in the step journal of the request's step.
+const (
+	verifyStartField = "critic:verify:start"
+	verifyField      = "critic:verify"
+	verdictField     = "critic:verdict"
+)
+
 func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
-	var req events.CritiqueRequestedData
-	if err := env.Decode(&req); err != nil {
+	// The payload is decoded (a malformed one is dead-lettered) but not
+	// acted on: it is for observers. What to review, and the command to
+	// run, come from the session's state, which only the builder writes.
+	if _, err := events.DecodeAs[events.CritiqueRequestedData](env); err != nil {
 		return err
 	}
 	log := s.d.Log.With(zap.String("session", env.Session), zap.String("task", env.Task), zap.Int("step", env.Step), zap.String("event", env.ID))
+	view, task, err := s.d.Store.Awaiting(ctx, env, store.PhaseReviewing)
+	if store.Ignorable(err) {
+		log.Warn("ignoring critique.requested: the session does not await a review (a late redelivery, or a forged event)", zap.Error(err))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	req := events.CritiqueRequestedData{Task: task.Task, Workspace: view.Workspace, Summary: task.Summary,
+		FilesChanged: task.FilesChanged, Attempt: task.Attempts}
 	out := events.CritiqueCompletedData{TaskID: req.Task.ID, Attempt: req.Attempt}
+	var verified verifyRecord
 	if req.Task.Verify != "" {
-		vr, err := s.verify(ctx, req.Workspace, req.Task.Verify)
-		if err != nil {
+		if verified, err = s.verifyOnce(ctx, env, req.Workspace, req.Task.Verify); err != nil {
 			return err
 		}
-		out.Verify = &vr
-		log.Info("verify", zap.String("command", vr.Command), zap.Int("exit_code", vr.ExitCode))
+		out.Verify = &verified.Result
+		log.Info("verify", zap.String("command", verified.Result.Command), zap.Int("exit_code", verified.Result.ExitCode),
+			zap.Bool("interrupted", verified.Interrupted))
 	}
-	if out.Verify != nil && out.Verify.ExitCode != 0 {
-		// A failing verify command is a rejection on its own; the model's
-		// opinion cannot overrule it, so it is not asked.
-		out.Verdict = events.Verdict{Approved: false,
-			Feedback:      fmt.Sprintf("the verify command `%s` exited with %d", out.Verify.Command, out.Verify.ExitCode),
-			UnmetCriteria: []string{"verify command passes: " + out.Verify.Command}}
-	} else {
-		v, err := s.review(ctx, env.Session, req, out.Verify)
-		switch {
-		case err != nil && ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
-			// No verdict can be had (the critic model is down or refuses
-			// the request): say so, so the builder pauses the session for
-			// a person rather than leave it waiting for a review that never
-			// comes or burn turns on attempts nobody can judge.
+	return bus.Step[events.CritiqueCompletedData]{
+		Compute: func(ctx context.Context) (events.CritiqueCompletedData, error) {
+			res := out
+			if vr := res.Verify; vr != nil && vr.ExitCode != 0 {
+				// A failing verify command is a rejection on its own; the
+				// model's opinion cannot overrule it, so it is not asked.
+				res.Verdict = events.Verdict{Approved: false,
+					Feedback:      verifyFeedback(verified),
+					UnmetCriteria: []string{"verify command passes: " + vr.Command}}
+				return res, nil
+			}
+			var err error
+			res.Verdict, err = s.review(ctx, env.Session, req, task.Base, res.Verify)
+			return res, err
+		},
+		// No verdict can be had (the critic model is down or refuses the
+		// request): say so, so the builder pauses the session for a person
+		// rather than leave it waiting for a review that never comes or
+		// burn turns on attempts nobody can judge.
+		Failed: func(out events.CritiqueCompletedData, err error) events.CritiqueCompletedData {
 			log.Error("no verdict from the critic model", zap.Error(err))
 			out.Error = fmt.Sprintf("the critic could not review attempt %d: %v", req.Attempt, err)
-			v = events.Verdict{Approved: false, Feedback: out.Error}
-		case err != nil:
-			return err
-		}
-		out.Verdict = v
-	}
-	log.Info("verdict", zap.Bool("approved", out.Verdict.Approved), zap.String("feedback", out.Verdict.Feedback))
-	return s.d.Bus.Publish(ctx, events.Must(events.CritiqueCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out))
+			out.Verdict = events.Verdict{Approved: false, Feedback: out.Error}
+			return out
+		},
+		Publish: func(ctx context.Context, out events.CritiqueCompletedData) error {
+			log.Info("verdict", zap.Bool("approved", out.Verdict.Approved), zap.String("feedback", out.Verdict.Feedback))
+			return s.d.Bus.Publish(ctx, events.Must(events.CritiqueCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out).For(env.Team))
+		},
+	}.RunOnce(ctx, s.d.Store, env, verdictField)
 }
 
-// verify runs the task's verify command in the workspace with the same
-// clean environment and process-group handling as the builder's run tool.
+// interruptedOutput is the output of a verify command whose run was
+// interrupted: the critic replica running it stopped before recording its
+// result.
+const interruptedOutput = "verify was interrupted: the critic stopped while the command ran, and it is not run again " +
+	"on a redelivery because its effects are unknown; claim the task done again to have it verified anew"
+
+// verifyRecord is what the step journal keeps of a verify command.
+type verifyRecord struct {
+	Result events.VerifyResult `json:"result"`
+	// Interrupted: the command started but its result was never
+	// recorded; Result says so.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// verifyOnce runs the verify command at most once per request: its result
+// is journaled before the model is asked, and a redelivered request
+// replays it. A run that started but left no result (the replica died
+// mid-verify) is not run again blindly: it counts as interrupted, which is
+// a rejection the builder sees and can answer by claiming the task done
+// again (a new request, at a new step).
+func (s *Service) verifyOnce(ctx context.Context, env events.Envelope, workspace, command string) (verifyRecord, error) {
+	return bus.Once(ctx, s.d.Store, env, verifyField, func(ctx context.Context) (verifyRecord, error) {
+		var started time.Time
+		found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, verifyStartField, &started)
+		if err != nil {
+			return verifyRecord{}, fmt.Errorf("recall the verify start of step %d: %w", env.Step, err)
+		}
+		if found {
+			return verifyRecord{Interrupted: true, Result: events.VerifyResult{Command: command, ExitCode: -1,
+				Output: fmt.Sprintf("%s (it started at %s)", interruptedOutput, started.UTC().Format(time.RFC3339))}}, nil
+		}
+		if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, verifyStartField, s.d.Clock()); err != nil {
+			return verifyRecord{}, fmt.Errorf("record the verify start of step %d: %w", env.Step, err)
+		}
+		vr, err := s.verify(ctx, workspace, command)
+		return verifyRecord{Result: vr}, err
+	})
+}
+
+// verifyFeedback is the rejection a failing verify command is on its own.
+func verifyFeedback(v verifyRecord) string {
+	if v.Interrupted {
+		return fmt.Sprintf("the verify command `%s` was interrupted and not run again", v.Result.Command)
+	}
+	return fmt.Sprintf("the verify command `%s` exited with %d", v.Result.Command, v.Result.ExitCode)
+}
+
+// verify runs the task's verify command in the workspace through the
+// builder's run tool, in the same sandbox: the PRD, and so the command, may
+// come from anyone who can start a session.
 func (s *Service) verify(ctx context.Context, workspace, command string) (events.VerifyResult, error) {
 	ws, err := tools.NewWorkspace(workspace)
 	if err != nil {
 		return events.VerifyResult{Command: command, ExitCode: -1, Output: err.Error()}, nil
 	}
-	exec := tools.NewExecutor(ws, nil, tools.Options{ShellTimeout: s.d.Config.VerifyTimeout})
+	exec := tools.NewExecutor(ws, nil, tools.Options{ShellTimeout: s.d.Config.VerifyTimeout, Sandbox: s.d.Sandbox})
 	args := fmt.Sprintf(`{"command": %q, "timeout_seconds": %d}`, command, int(s.d.Config.VerifyTimeout/time.Second))
-	res, err := exec.Execute(ctx, "run", args)
+	res, err := exec.Execute(ctx, tools.Run, args)
 	if err != nil {
 		return events.VerifyResult{}, fmt.Errorf("verify %q: %w", command, err)
 	}
@@ -143,14 +220,14 @@ func (s *Service) verify(ctx context.Context, workspace, command string) (events
 // review asks the model for a verdict, with one repair request when the
 // reply is not a valid verdict; after that the raw reply counts as a
 // request for changes.
-func (s *Service) review(ctx context.Context, session string, req events.CritiqueRequestedData, vr *events.VerifyResult) (events.Verdict, error) {
+func (s *Service) review(ctx context.Context, session string, req events.CritiqueRequestedData, base string, vr *events.VerifyResult) (events.Verdict, error) {
 	msgs := []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt},
-		{Role: openai.ChatMessageRoleUser, Content: s.reviewPrompt(req, vr)},
+		{Role: openai.ChatMessageRoleUser, Content: s.reviewPrompt(ctx, req, base, vr)},
 	}
-	text, err := s.chat(ctx, session, msgs)
+	text, err := llm.Text(ctx, s.d.Model, session, llm.Request{Messages: msgs})
 	if err != nil {
-		return events.Verdict{}, err
+		return events.Verdict{}, fmt.Errorf("critic model: %w", err)
 	}
 	v, perr := ParseVerdict(text)
 	if perr == nil {
@@ -161,9 +238,9 @@ func (s *Service) review(ctx context.Context, session string, req events.Critiqu
 		openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf(
 			"Your reply could not be used: %v. Reply with only the JSON object "+
 				`{"approved": true|false, "feedback": "...", "unmet_criteria": ["..."]}.`, perr)})
-	repaired, err := s.chat(ctx, session, msgs)
+	repaired, err := llm.Text(ctx, s.d.Model, session, llm.Request{Messages: msgs})
 	if err != nil {
-		return events.Verdict{}, err
+		return events.Verdict{}, fmt.Errorf("critic model: %w", err)
 	}
 	if v, perr := ParseVerdict(repaired); perr == nil {
 		return v, nil
@@ -171,21 +248,10 @@ func (s *Service) review(ctx context.Context, session string, req events.Critiqu
 	return events.Verdict{Approved: false, Feedback: strings.TrimSpace(repaired)}, nil
 }
 
-func (s *Service) chat(ctx context.Context, session string, msgs []openai.ChatCompletionMessage) (string, error) {
-	resp, err := s.d.Model.Chat(ctx, session, openai.ChatCompletionRequest{Messages: msgs})
-	if err != nil {
-		if llm.IsRetryable(err) {
-			return "", fmt.Errorf("critic model: %w", err)
-		}
-		return "", bus.Permanent(fmt.Errorf("critic model: %w", err))
-	}
-	if len(resp.Choices) == 0 {
-		return "", errors.New("critic model: reply without choices")
-	}
-	return resp.Choices[0].Message.Content, nil
-}
-
-func (s *Service) reviewPrompt(req events.CritiqueRequestedData, vr *events.VerifyResult) string {
+// reviewPrompt is what the critic model judges: the task, the builder's
+// claim, the verify result, the task's diff (base..work tree, when the
+// session has a branch) and the changed files.
+func (s *Service) reviewPrompt(ctx context.Context, req events.CritiqueRequestedData, base string, vr *events.VerifyResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task %s: %s\n", req.Task.ID, req.Task.Title)
 	if req.Task.Description != "" {
@@ -198,6 +264,9 @@ func (s *Service) reviewPrompt(req events.CritiqueRequestedData, vr *events.Veri
 	fmt.Fprintf(&b, "\nThe builder says (attempt %d):\n%s\n", req.Attempt, req.Summary)
 	if vr != nil {
 		fmt.Fprintf(&b, "\nVerify command `%s` exited with %d.\n%s\n", vr.Command, vr.ExitCode, vr.Output)
+	}
+	if base != "" {
+		s.writeDiff(ctx, &b, req.Workspace, base)
 	}
 	if len(req.FilesChanged) > 0 {
 		b.WriteString("\nFiles changed in this task:\n")
@@ -213,26 +282,7 @@ func (s *Service) reviewPrompt(req events.CritiqueRequestedData, vr *events.Veri
 	return b.String()
 }
 
-func (s *Service) writeFile(b *strings.Builder, ws *tools.Workspace, rel string) {
-	abs, err := ws.Resolve(rel)
-	if err != nil {
-		fmt.Fprintf(b, "\n--- %s (refused: %v)\n", rel, err)
-		return
-	}
-	data, err := os.ReadFile(abs)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		fmt.Fprintf(b, "\n--- %s (deleted)\n", rel)
-	case err != nil:
-		fmt.Fprintf(b, "\n--- %s (unreadable: %v)\n", rel, err)
-	case len(data) > s.d.Config.MaxFileBytes:
-		fmt.Fprintf(b, "\n--- %s (%d bytes; too large to include whole, so not shown)\n", rel, len(data))
-	default:
-		fmt.Fprintf(b, "\n--- %s\n%s\n", filepath.ToSlash(rel), data)
-	}
-}
-
 // SystemPrompt tells the critic model what to return.
 const SystemPrompt = `You are the Critic of Ralph mesh. You review whether a task is really done.
-Judge only against the acceptance criteria, using the files and the verify result you are shown.
+Judge only against the acceptance criteria, using the task's diff, the files and the verify result you are shown.
 Reply with only a JSON object: {"approved": true|false, "feedback": "what to fix, concretely", "unmet_criteria": ["..."]}.`

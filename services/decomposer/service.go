@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
 	"github.com/ralphmesh/ralph/pkg/prd"
+	"github.com/ralphmesh/ralph/pkg/store"
 )
 
 // Name is the service name.
@@ -30,22 +32,21 @@ type Bus interface {
 	Run(ctx context.Context, service string, handlers map[events.Type]bus.Handler, o bus.RunOptions) error
 }
 
+// Store is what the decomposer needs of Redis: the session's state, read
+// only, for the task to split and what was tried on it.
+type Store interface {
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+}
+
 // Model is the decomposer's LLM.
 type Model interface {
 	Chat(ctx context.Context, session string, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
 }
 
-// Config is the decomposer's configuration.
-type Config struct {
-	// MaxSubtasks applies when a request does not carry its own.
-	MaxSubtasks int
-	MaxTokens   int
-	Run         bus.RunOptions
-}
-
 // Deps are the decomposer's collaborators.
 type Deps struct {
 	Bus    Bus
+	Store  Store
 	Model  Model
 	Clock  func() time.Time
 	Log    *zap.Logger
@@ -55,16 +56,17 @@ type Deps struct {
 // Service splits stuck tasks.
 type Service struct{ d Deps }
 
-// New builds the service.
+// New builds the service; unset Config fields take their defaults.
 func New(d Deps) *Service {
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
+	def := DefaultConfig()
 	if d.Config.MaxSubtasks < 2 {
-		d.Config.MaxSubtasks = 4
+		d.Config.MaxSubtasks = def.MaxSubtasks
 	}
 	if d.Config.MaxTokens <= 0 {
-		d.Config.MaxTokens = 2000
+		d.Config.MaxTokens = def.MaxTokens
 	}
 	return &Service{d: d}
 }
@@ -75,40 +77,71 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
-	var req events.DecomposeRequestedData
-	if err := env.Decode(&req); err != nil {
+	// The payload is for observers; the task, the signal and what was
+	// tried come from the session's state, which only the builder writes.
+	if _, err := events.DecodeAs[events.DecomposeRequestedData](env); err != nil {
 		return err
 	}
 	log := s.d.Log.With(zap.String("session", env.Session), zap.String("task", env.Task), zap.Int("step", env.Step), zap.String("event", env.ID))
+	view, task, err := s.d.Store.Awaiting(ctx, env, store.PhaseDecomposing)
+	if store.Ignorable(err) {
+		log.Warn("ignoring decompose.requested: the session does not await a decomposition (a late redelivery, or a forged event)", zap.Error(err))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	req := requestOf(view, task)
 	max := req.MaxSubtasks
 	if max < 2 {
 		max = s.d.Config.MaxSubtasks
 	}
-	out := events.TaskDecomposedData{ParentID: req.Task.ID}
-	subs, calls, err := s.decompose(ctx, env.Session, req, max)
-	out.LLMCalls = calls
-	switch {
-	case err == nil:
-		out.Subtasks = subs
-	case errors.Is(err, ErrInvalid):
-		out.Error = err.Error()
-	case ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
+	return bus.Step[events.TaskDecomposedData]{
+		Compute: func(ctx context.Context) (events.TaskDecomposedData, error) {
+			out := events.TaskDecomposedData{ParentID: req.Task.ID}
+			subs, calls, err := s.decompose(ctx, env.Session, req, max)
+			out.LLMCalls = calls
+			switch {
+			case err == nil:
+				out.Subtasks = subs
+			case errors.Is(err, ErrInvalid):
+				out.Error = err.Error()
+			default:
+				return out, err
+			}
+			return out, nil
+		},
 		// The model cannot be had: say so, so the builder escalates
 		// instead of waiting for subtasks that never come.
-		out.Error = err.Error()
-	default:
-		return err
+		Failed: func(out events.TaskDecomposedData, err error) events.TaskDecomposedData {
+			out.Error = err.Error()
+			return out
+		},
+		Publish: func(ctx context.Context, out events.TaskDecomposedData) error {
+			if out.Error != "" {
+				log.Warn("no decomposition", zap.String("reason", out.Error))
+			} else {
+				ids := make([]string, len(out.Subtasks))
+				for i, t := range out.Subtasks {
+					ids[i] = t.ID
+				}
+				log.Info("decomposed", zap.Strings("subtasks", ids))
+			}
+			return s.d.Bus.Publish(ctx, events.Must(events.TaskDecomposed, env.Session, env.Task, env.Step, s.d.Clock(), out).For(env.Team))
+		},
+	}.Run(ctx)
+}
+
+// requestOf is what the decomposer works from: the session's current task
+// as the state holds it, the signal the intervention answers, and the
+// session's limits and task ids.
+func requestOf(view store.SessionView, task *store.TaskView) events.DecomposeRequestedData {
+	req := events.DecomposeRequestedData{Task: task.Task, Depth: task.Depth, MaxSubtasks: view.Limits.MaxSubtasks,
+		Tried: slices.Clone(task.Interventions), TakenIDs: view.TaskIDs()}
+	if view.Signal != nil {
+		req.Signal = *view.Signal
 	}
-	if out.Error != "" {
-		log.Warn("no decomposition", zap.String("reason", out.Error))
-	} else {
-		ids := make([]string, len(subs))
-		for i, t := range subs {
-			ids[i] = t.ID
-		}
-		log.Info("decomposed", zap.Strings("subtasks", ids))
-	}
-	return s.d.Bus.Publish(ctx, events.Must(events.TaskDecomposed, env.Session, env.Task, env.Step, s.d.Clock(), out))
+	return req
 }
 
 // decompose asks once and, on a reply that cannot be used, once more with
@@ -118,9 +151,10 @@ func (s *Service) decompose(ctx context.Context, session string, req events.Deco
 		{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt},
 		{Role: openai.ChatMessageRoleUser, Content: Prompt(req, max)},
 	}
-	text, err := s.chat(ctx, session, msgs)
+	ask := llm.Request{Messages: msgs, MaxTokens: s.d.Config.MaxTokens}
+	text, err := llm.Text(ctx, s.d.Model, session, ask)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("decomposer model: %w", err)
 	}
 	subs, perr := Parse(text, req.Task, max, req.TakenIDs)
 	if perr == nil {
@@ -130,29 +164,16 @@ func (s *Service) decompose(ctx context.Context, session string, req events.Deco
 		openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: text},
 		openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: fmt.Sprintf(
 			"Your reply could not be used: %v.\nReply with only the JSON object, 2 to %d subtasks, matching this schema:\n%s", perr, max, SubtaskSchema)})
-	repaired, err := s.chat(ctx, session, msgs)
+	ask.Messages = msgs
+	repaired, err := llm.Text(ctx, s.d.Model, session, ask)
 	if err != nil {
-		return nil, 1, err
+		return nil, 1, fmt.Errorf("decomposer model: %w", err)
 	}
 	subs, perr = Parse(repaired, req.Task, max, req.TakenIDs)
 	if perr != nil {
 		return nil, 2, fmt.Errorf("after one repair request: %w", perr)
 	}
 	return subs, 2, nil
-}
-
-func (s *Service) chat(ctx context.Context, session string, msgs []openai.ChatCompletionMessage) (string, error) {
-	resp, err := s.d.Model.Chat(ctx, session, openai.ChatCompletionRequest{Messages: msgs, MaxTokens: s.d.Config.MaxTokens})
-	if err != nil {
-		if llm.IsRetryable(err) {
-			return "", fmt.Errorf("decomposer model: %w", err)
-		}
-		return "", bus.Permanent(fmt.Errorf("decomposer model: %w", err))
-	}
-	if len(resp.Choices) == 0 {
-		return "", errors.New("decomposer model: reply without choices")
-	}
-	return resp.Choices[0].Message.Content, nil
 }
 
 // SystemPrompt tells the decomposer model what to return.

@@ -19,8 +19,12 @@ import (
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/settings"
 	"github.com/ralphmesh/ralph/pkg/store"
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
+	"github.com/ralphmesh/ralph/services/builder"
 )
 
 // Name is the service name.
@@ -37,8 +41,8 @@ type Store interface {
 	Context(ctx context.Context, session, scope string) ([]units.Unit, int64, error)
 	ReplaceUnits(ctx context.Context, session, scope string, expect int64, us []units.Unit) (int64, error)
 	PutArtifact(ctx context.Context, session, content string) (string, error)
-	JournalGet(ctx context.Context, session string, step int, field string, v any) (bool, error)
-	JournalPut(ctx context.Context, session string, step int, field string, v any) error
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	bus.Journal
 }
 
 // Model is the pruner's LLM.
@@ -48,21 +52,6 @@ type Model interface {
 
 // TokenCounter counts tokens.
 type TokenCounter interface{ Count(text string) int }
-
-// Config is the pruner's configuration.
-type Config struct {
-	// MaxPrunedTokens bounds the pruned context. Protected units are kept
-	// whole even beyond it; the note gets what is left.
-	MaxPrunedTokens int
-	// ChunkTokens bounds one request to the model: the removed units are
-	// described chunk by chunk, each chunk whole units.
-	ChunkTokens int
-	// NoteTokens bounds the note.
-	NoteTokens int
-	// LimitTokens is the builder model's window, for the planner's lanes.
-	LimitTokens int
-	Run         bus.RunOptions
-}
 
 // Deps are the pruner's collaborators.
 type Deps struct {
@@ -78,23 +67,14 @@ type Deps struct {
 // Service prunes contexts.
 type Service struct{ d Deps }
 
-// New builds the service.
+// New builds the service; zero Config fields take their defaults.
 func New(d Deps) *Service {
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
-	c := &d.Config
-	if c.MaxPrunedTokens <= 0 {
-		c.MaxPrunedTokens = 8000
-	}
-	if c.ChunkTokens <= 0 {
-		c.ChunkTokens = 6000
-	}
-	if c.NoteTokens <= 0 {
-		c.NoteTokens = 600
-	}
-	if c.LimitTokens <= 0 {
-		c.LimitTokens = 128000
+	settings.FillZero(&d.Config)
+	if d.Config.LimitTokens <= 0 {
+		d.Config.LimitTokens = builder.DefaultConfig().ContextWindow
 	}
 	return &Service{d: d}
 }
@@ -107,38 +87,36 @@ func (s *Service) Run(ctx context.Context) error {
 const journalField = "prune"
 
 func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
-	var req events.PruneRequestedData
-	if err := env.Decode(&req); err != nil {
-		return err
-	}
-	log := s.d.Log.With(zap.String("session", env.Session), zap.String("task", req.TaskID), zap.Int("step", env.Step), zap.String("event", env.ID))
-	var out events.PruneCompletedData
-	found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, journalField, &out)
+	req, err := events.DecodeAs[events.PruneRequestedData](env)
 	if err != nil {
 		return err
 	}
-	if !found {
-		out, err = s.prune(ctx, env, req, log)
-		switch {
-		case err == nil:
-		case ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
-			// The context is left as it was; the builder goes on to its
-			// next intervention rather than wait.
-			out = events.PruneCompletedData{TaskID: req.TaskID, Error: err.Error()}
-		default:
-			return err
-		}
-		if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, journalField, out); err != nil {
-			return err
-		}
+	log := s.d.Log.With(zap.String("session", env.Session), zap.String("task", req.TaskID), zap.Int("step", env.Step), zap.String("event", env.ID))
+	// Only a prune the session waits for is done, on the task it is at:
+	// a forged or late request must not rewrite a context.
+	if _, task, err := s.d.Store.Awaiting(ctx, env, store.PhasePruning); store.Ignorable(err) || (err == nil && task.ID != req.TaskID) {
+		log.Warn("ignoring prune.requested: the session does not await a prune of this task (a late redelivery, or a forged event)", zap.Error(err))
+		return nil
+	} else if err != nil {
+		return err
 	}
-	if out.Error != "" {
-		log.Warn("prune failed", zap.String("reason", out.Error))
-	} else {
-		log.Info("pruned", zap.Int("tokens_before", out.TokensBefore), zap.Int("tokens_after", out.TokensAfter),
-			zap.Int("removed", len(out.RemovedUnits)), zap.Bool("fallback", out.Fallback))
-	}
-	return s.d.Bus.Publish(ctx, events.Must(events.PruneCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out))
+	return bus.Step[events.PruneCompletedData]{
+		Compute: func(ctx context.Context) (events.PruneCompletedData, error) { return s.prune(ctx, env, req, log) },
+		// The context is left as it was; the builder goes on to its next
+		// intervention rather than wait.
+		Failed: func(_ events.PruneCompletedData, err error) events.PruneCompletedData {
+			return events.PruneCompletedData{TaskID: req.TaskID, Error: err.Error()}
+		},
+		Publish: func(ctx context.Context, out events.PruneCompletedData) error {
+			if out.Error != "" {
+				log.Warn("prune failed", zap.String("reason", out.Error))
+			} else {
+				log.Info("pruned", zap.Int("tokens_before", out.TokensBefore), zap.Int("tokens_after", out.TokensAfter),
+					zap.Int("removed", len(out.RemovedUnits)), zap.Bool("fallback", out.Fallback))
+			}
+			return s.d.Bus.Publish(ctx, events.Must(events.PruneCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out).For(env.Team))
+		},
+	}.RunOnce(ctx, s.d.Store, env, journalField)
 }
 
 // noteID names the note of the prune at step; a redelivered request that
@@ -295,7 +273,7 @@ func (s *Service) chunks(ctx context.Context, session string, removed []units.Un
 					return nil, err
 				}
 			}
-			text = fmt.Sprintf("[%s %s: %d tokens, stored whole as artifact %s (read_artifact), too large to show here]\n", u.Role, u.ID, u.Tokens, id)
+			text = tools.ArtifactPointer(fmt.Sprintf("%s %s: %d tokens, too large to show here", u.Role, u.ID, u.Tokens), id) + "\n"
 			n = s.d.Tokens.Count(text)
 		}
 		if curTokens > 0 && curTokens+n > s.d.Config.ChunkTokens {
@@ -327,10 +305,9 @@ func render(u units.Unit) string {
 	return b.String()
 }
 
-var errNoChoices = errors.New("pruner model: reply without choices")
-
+// chat asks the pruner model for a note on prompt of at most maxTokens.
 func (s *Service) chat(ctx context.Context, session, prompt string, maxTokens int) (string, error) {
-	resp, err := s.d.Model.Chat(ctx, session, openai.ChatCompletionRequest{
+	text, err := llm.Text(ctx, s.d.Model, session, llm.Request{
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: SystemPrompt},
 			{Role: openai.ChatMessageRoleUser, Content: prompt},
@@ -340,13 +317,11 @@ func (s *Service) chat(ctx context.Context, session, prompt string, maxTokens in
 	if err != nil {
 		return "", fmt.Errorf("pruner model: %w", err)
 	}
-	if len(resp.Choices) == 0 {
-		return "", errNoChoices
-	}
-	return resp.Choices[0].Message.Content, nil
+	return text, nil
 }
 
-// SystemPrompt is ADR-003's pruning instruction, turned around: the model
+// SystemPrompt is the original pruning instruction (docs/design-origins.md,
+// "The pruning prompt"), turned around: the model
 // does not rewrite the context (the protected parts are kept verbatim by
 // the service), it writes down what the removed part established.
 const SystemPrompt = `You are the context pruner of Ralph mesh. A coding agent got stuck in a loop. The part of its

@@ -37,7 +37,9 @@ const (
 //
 // The model is steering by the last result alone, undoing what it did
 // because of what the step before said. A nudge that names both states gives
-// it the picture it lacks; pruning would remove half of that picture.
+// it the picture it lacks; pruning would remove half of that picture. The
+// evidence is strong once the ping-pong runs past AlternatingSteps; the
+// builder, which never nudges a task twice, then climbs its ladder.
 type Alternating struct{}
 
 // Name implements Pattern.
@@ -86,14 +88,13 @@ func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events
 	} else {
 		diag += " with the same results each time"
 	}
-	return &events.Signal{
+	return graded(&events.Signal{
 		Iteration:  b.Iteration,
 		Pattern:    p.Name(),
 		Confidence: confidence,
-		Action:     events.ActionNudge,
 		Diagnosis:  diag,
 		Evidence:   evidence,
-	}
+	}, events.ActionNudge, run, steps, countOf(run, "step")+" of ping-pong")
 }
 
 // alternationRun is the length of the trailing run of keys that alternates

@@ -7,7 +7,6 @@ import (
 )
 
 func TestAlternating(t *testing.T) {
-	const src = "package config\n"
 	up := func(it int, opts ...recOpt) events.IterationRecord {
 		return rec(it, "T1", append([]recOpt{text("Raising the timeout."), files("config.go"),
 			calls(editFile("config.go", "30", "60"), runCmd("go test", "--- FAIL: TestProxy", 1))}, opts...)...)
@@ -35,7 +34,7 @@ func TestAlternating(t *testing.T) {
 			},
 			want: []int{6},
 			wantDiag: `iterations 3-6 ping-pong between A (edit_file {"new":"60","old":"30","path":"config.go"}, run {"command":"go test"}) ` +
-				`and B (edit_file {"new":"30","old":"60","path":"config.go"}, run {"command":"go test"}); the workspace flips between aaaaaaaaaaaa and bbbbbbbbbbbb`,
+				`and B (edit_file {"new":"30","old":"60","path":"config.go"}, run {"command":"go test"}); the workspace flips between aaaaaaaaaaaa and bbbbbbbbbbbb; evidence weak (4 steps of ping-pong, threshold 4)`,
 			wantEvid:   []int{3, 4, 5, 6},
 			wantAction: events.ActionNudge,
 			wantConf:   0.85,
@@ -44,10 +43,16 @@ func TestAlternating(t *testing.T) {
 			name:       "two reads in turn, nothing changing",
 			records:    []events.IterationRecord{readA(1), readB(2), readA(3), readB(4)},
 			want:       []int{4},
-			wantDiag:   `iterations 1-4 ping-pong between A (read_file {"path":"a.go"}) and B (read_file {"path":"b.go"}) with the same results each time`,
+			wantDiag:   `iterations 1-4 ping-pong between A (read_file {"path":"a.go"}) and B (read_file {"path":"b.go"}) with the same results each time; evidence weak (4 steps of ping-pong, threshold 4)`,
 			wantEvid:   []int{1, 2, 3, 4},
 			wantAction: events.ActionNudge,
 			wantConf:   0.8,
+		},
+		{
+			name:         "the ping-pong goes on after the nudge",
+			records:      []events.IterationRecord{readA(1), readB(2), readA(3), readB(4), readA(5)},
+			want:         []int{4, 5},
+			wantStrength: []events.Strength{events.StrengthWeak, events.StrengthStrong},
 		},
 		{
 			name: "a claim and the same failing test in turn",
@@ -58,7 +63,7 @@ func TestAlternating(t *testing.T) {
 				rec(4, "T1", text("The tests pass; done."), claimedDone()),
 			},
 			want:     []int{4},
-			wantDiag: `iterations 1-4 ping-pong between A (run {"command":"pytest"}) and B (no tool calls: "The tests pass; done.") with the same results each time`,
+			wantDiag: `iterations 1-4 ping-pong between A (run {"command":"pytest"}) and B (no tool calls: "The tests pass; done.") with the same results each time; evidence weak (4 steps of ping-pong, threshold 4)`,
 		},
 		{
 			name: "only the alternating tail is evidence",

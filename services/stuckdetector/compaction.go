@@ -26,7 +26,9 @@ const compactionLoopConfidence = 0.88
 //
 // What the task needs does not fit in the context window; pruning cannot
 // fix that and another compaction is what just failed: decompose the task
-// into parts that fit.
+// into parts that fit. Two compactions back to back may still be bad luck,
+// so at the threshold the answer is a nudge; a further compaction with
+// still no progress is strong evidence.
 type CompactionLoop struct{}
 
 // Name implements Pattern.
@@ -38,88 +40,115 @@ func (p CompactionLoop) Detect(window []events.IterationRecord, cfg Config) *eve
 	if len(window) == 0 || !window[len(window)-1].Compacted {
 		return nil
 	}
-	var compactions []int // indices, newest first until reversed below
-	for i := len(window) - 1; i >= 0 && len(compactions) < cfg.CompactionRepeats; i-- {
-		if window[i].Compacted {
-			compactions = append(compactions, i)
-		}
-	}
-	if len(compactions) < cfg.CompactionRepeats {
+	loop, ok := compactionsWithoutProgress(window, cfg.CompactionRepeats)
+	if !ok {
 		return nil
 	}
-	first := compactions[len(compactions)-1]
-	stretch := window[first:]
-
-	hash, tests := "", ""
-	for _, r := range stretch {
-		if len(r.FilesChanged) > 0 || r.ClaimedDone {
-			return nil
+	count := longestRun(cfg.CompactionRepeats, len(window), func(k int) bool {
+		l, ok := compactionsWithoutProgress(window, k)
+		if ok {
+			loop = l
 		}
-		if r.WorkspaceHash != "" {
-			if hash != "" && r.WorkspaceHash != hash {
-				return nil
-			}
-			hash = r.WorkspaceHash
-		}
-		if r.Tests != nil {
-			k := testsKey(r.Tests)
-			if tests != "" && k != tests {
-				return nil
-			}
-			tests = k
-		}
-	}
-
-	seen := map[string]bool{}
-	for _, r := range window[:first] {
-		for _, c := range r.ToolCalls {
-			seen[callSignature(c)+"\x00"+outcomeOf(c)] = true
-		}
-	}
-	var calls []events.ToolCall
-	fresh := 0
-	for _, r := range stretch {
-		for _, c := range r.ToolCalls {
-			k := callSignature(c) + "\x00" + outcomeOf(c)
-			if !seen[k] {
-				fresh++
-				seen[k] = true
-			}
-			calls = append(calls, c)
-		}
-	}
-	if fresh*2 > len(calls) {
-		return nil
-	}
-
+		return ok
+	})
+	stretch := window[loop.first:]
 	newest := stretch[len(stretch)-1]
-	slices.Reverse(compactions)
 	var at []int
 	var sizes []string
-	for _, i := range compactions {
+	for _, i := range loop.compactions {
 		at = append(at, window[i].Iteration)
 		if t := window[i].ContextTokens; t > 0 {
 			sizes = append(sizes, strconv.Itoa(t))
 		}
 	}
 	diag := fmt.Sprintf("compacted in %s with no progress since the first: no files changed", formatIterations(at))
-	if hash != "" {
-		diag += ", the workspace hash stayed " + shortHash(hash)
+	if loop.hash != "" {
+		diag += ", the workspace hash stayed " + shortHash(loop.hash)
 	}
-	if len(calls) > 0 {
-		diag += fmt.Sprintf(", %d of %d calls repeated earlier ones (%s)", len(calls)-fresh, len(calls), countNames(calls))
+	if loop.calls > 0 {
+		diag += fmt.Sprintf(", %d of %d calls repeated earlier ones (%s)", loop.calls-loop.fresh, loop.calls, loop.names)
 	} else {
 		diag += ", no tool calls"
 	}
 	if len(sizes) == len(at) {
 		diag += "; context at each compaction: " + strings.Join(sizes, ", ") + " tokens"
 	}
-	return &events.Signal{
+	return graded(&events.Signal{
 		Iteration:  newest.Iteration,
 		Pattern:    p.Name(),
 		Confidence: compactionLoopConfidence,
-		Action:     events.ActionDecompose,
 		Diagnosis:  diag,
 		Evidence:   iterationsOf(stretch),
+	}, events.ActionDecompose, count, cfg.CompactionRepeats, countOf(count, "compaction")+" without progress")
+}
+
+// compactionLoop is what compactionsWithoutProgress found.
+type compactionLoop struct {
+	compactions  []int // indices into the window, ascending
+	first        int   // the first of them
+	hash         string
+	calls, fresh int
+	names        string // the calls by tool name
+}
+
+// compactionsWithoutProgress looks at the last k compactions of window
+// (whose newest record is one) and reports whether nothing progressed from
+// the first of them to the end of the window.
+func compactionsWithoutProgress(window []events.IterationRecord, k int) (compactionLoop, bool) {
+	var loop compactionLoop
+	for i := len(window) - 1; i >= 0 && len(loop.compactions) < k; i-- {
+		if window[i].Compacted {
+			loop.compactions = append(loop.compactions, i)
+		}
 	}
+	if len(loop.compactions) < k {
+		return loop, false
+	}
+	slices.Reverse(loop.compactions)
+	loop.first = loop.compactions[0]
+	stretch := window[loop.first:]
+
+	tests := ""
+	for _, r := range stretch {
+		if len(r.FilesChanged) > 0 || r.ClaimedDone {
+			return loop, false
+		}
+		if r.WorkspaceHash != "" {
+			if loop.hash != "" && r.WorkspaceHash != loop.hash {
+				return loop, false
+			}
+			loop.hash = r.WorkspaceHash
+		}
+		if r.Tests != nil {
+			k := testsKey(r.Tests)
+			if tests != "" && k != tests {
+				return loop, false
+			}
+			tests = k
+		}
+	}
+
+	seen := map[string]bool{}
+	for _, r := range window[:loop.first] {
+		for _, c := range r.ToolCalls {
+			seen[callSignature(c)+"\x00"+outcomeOf(c)] = true
+		}
+	}
+	var calls []events.ToolCall
+	for _, r := range stretch {
+		for _, c := range r.ToolCalls {
+			k := callSignature(c) + "\x00" + outcomeOf(c)
+			if !seen[k] {
+				loop.fresh++
+				seen[k] = true
+			}
+			calls = append(calls, c)
+		}
+	}
+	loop.calls = len(calls)
+	if loop.fresh*2 > loop.calls {
+		return loop, false
+	}
+	loop.names = countNames(calls)
+	return loop, true
 }

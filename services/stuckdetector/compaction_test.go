@@ -25,10 +25,26 @@ func TestCompactionLoop(t *testing.T) {
 			},
 			want: []int{4},
 			wantDiag: "compacted in iterations 3-4 with no progress since the first: no files changed, the workspace hash stayed h1, " +
-				"2 of 2 calls repeated earlier ones (read_file x2); context at each compaction: 9800, 9900 tokens",
-			wantEvid:   []int{3, 4},
-			wantAction: events.ActionDecompose,
-			wantConf:   0.88,
+				"2 of 2 calls repeated earlier ones (read_file x2); context at each compaction: 9800, 9900 tokens; " +
+				"evidence weak (2 compactions without progress, threshold 2): a nudge first, decompose_task if it goes on",
+			wantEvid:     []int{3, 4},
+			wantAction:   events.ActionNudge,
+			wantConf:     0.88,
+			wantStrength: []events.Strength{events.StrengthWeak},
+		},
+		{
+			// The weak signal leaves the evidence in the window: a third
+			// compaction with still nothing gained makes it strong.
+			name: "a third compaction after the nudge is strong evidence",
+			records: []events.IterationRecord{
+				readStore(1), readHandler(2),
+				readStore(3, wasCompacted(), contextTokens(9800)),
+				readHandler(4, wasCompacted(), contextTokens(9900)),
+				readStore(5),
+				readHandler(6, wasCompacted(), contextTokens(9950)),
+			},
+			want:         []int{4, 6},
+			wantStrength: []events.Strength{events.StrengthWeak, events.StrengthStrong},
 		},
 		{
 			name: "a cycle of two iterations with the same failing test",

@@ -13,6 +13,7 @@ import (
 type fixedPattern struct {
 	name       string
 	confidence float64
+	strength   events.Strength
 	seen       *[]events.IterationRecord
 }
 
@@ -31,13 +32,15 @@ func (p fixedPattern) Detect(window []events.IterationRecord, _ Config) *events.
 		Confidence: p.confidence,
 		Action:     events.ActionNudge,
 		Diagnosis:  p.name,
+		Strength:   p.strength,
 	}
 }
 
 func TestDefaultConfig(t *testing.T) {
 	want := Config{
 		Window: 8, RepeatThreshold: 3, SimilarityThreshold: 0.9, NoProgressSpan: 5, AlternatingSteps: 4,
-		MonologueTurns: 3, MonologueNovelty: 0.34, ChantRepeats: 3, ChantMinWords: 8, CompactionRepeats: 2,
+		MonologueTurns: 3, MonologueNovelty: 0.34, ChantRepeats: 3, ChantMinChars: 12, ChantCarryChars: 40,
+		CompactionRepeats: 2,
 	}
 	if got := DefaultConfig(); got != want {
 		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
@@ -59,20 +62,22 @@ func TestConfigValidate(t *testing.T) {
 		{"zero means defaults", Config{}, ""},
 		{"defaults", DefaultConfig(), ""},
 		{"window below repeat threshold", Config{Window: 2}, ""},
-		{"negative window", Config{Window: -1}, "field window: must be >= 1, got -1"},
-		{"repeat of one", Config{RepeatThreshold: 1}, "field repeat_threshold: must be >= 2 (one occurrence is no repeat), got 1"},
-		{"similarity above 1", Config{SimilarityThreshold: 1.5}, "field similarity_threshold: must be in (0,1], got 1.5"},
-		{"similarity NaN", Config{SimilarityThreshold: math.NaN()}, "field similarity_threshold: must be in (0,1], got NaN"},
-		{"no-progress span of one", Config{NoProgressSpan: 1}, "field no_progress_span: must be >= 2 (one quiet iteration is no stall), got 1"},
+		{"negative window", Config{Window: -1}, "Window: must be at least 2 (one iteration holds no repeat), got -1"},
+		{"window of one", Config{Window: 1}, "Window: must be at least 2 (one iteration holds no repeat), got 1"},
+		{"repeat of one", Config{RepeatThreshold: 1}, "RepeatThreshold: must be at least 2 (one occurrence is no repeat), got 1"},
+		{"similarity above 1", Config{SimilarityThreshold: 1.5}, "SimilarityThreshold: must be above 0 and at most 1, got 1.5"},
+		{"similarity NaN", Config{SimilarityThreshold: math.NaN()}, "SimilarityThreshold: must be above 0 and at most 1, got NaN"},
+		{"no-progress span of one", Config{NoProgressSpan: 1}, "NoProgressSpan: must be at least 2 (one quiet iteration is no stall), got 1"},
 		{"no-progress span above window", Config{Window: 3, NoProgressSpan: 5}, ""},
-		{"alternating steps of three", Config{AlternatingSteps: 3}, "field alternating_steps: must be >= 4 (two full A/B cycles), got 3"},
-		{"negative alternating steps", Config{AlternatingSteps: -4}, "field alternating_steps: must be >= 4 (two full A/B cycles), got -4"},
-		{"monologue of one turn", Config{MonologueTurns: 1}, "field monologue_turns: must be >= 2 (one turn is no monologue), got 1"},
-		{"monologue novelty above 1", Config{MonologueNovelty: 1.2}, "field monologue_novelty: must be in (0,1], got 1.2"},
-		{"negative monologue novelty", Config{MonologueNovelty: -0.1}, "field monologue_novelty: must be in (0,1], got -0.1"},
-		{"chant repeats of one", Config{ChantRepeats: 1}, "field chant_repeats: must be >= 2 (one occurrence is no repeat), got 1"},
-		{"negative chant words", Config{ChantMinWords: -1}, "field chant_min_words: must be >= 1, got -1"},
-		{"one compaction", Config{CompactionRepeats: 1}, "field compaction_repeats: must be >= 2 (one compaction is no loop), got 1"},
+		{"alternating steps of three", Config{AlternatingSteps: 3}, "AlternatingSteps: must be at least 4 (two full A/B cycles), got 3"},
+		{"negative alternating steps", Config{AlternatingSteps: -4}, "AlternatingSteps: must be at least 4 (two full A/B cycles), got -4"},
+		{"monologue of one turn", Config{MonologueTurns: 1}, "MonologueTurns: must be at least 2 (one turn is no monologue), got 1"},
+		{"monologue novelty above 1", Config{MonologueNovelty: 1.2}, "MonologueNovelty: must be above 0 and at most 1, got 1.2"},
+		{"negative monologue novelty", Config{MonologueNovelty: -0.1}, "MonologueNovelty: must be above 0 and at most 1, got -0.1"},
+		{"chant repeats of one", Config{ChantRepeats: 1}, "ChantRepeats: must be at least 2 (one occurrence is no repeat), got 1"},
+		{"chant chunk of three characters", Config{ChantMinChars: 3}, "ChantMinChars: must be at least 4 (shorter repeats are ordinary text), got 3"},
+		{"negative chant carry", Config{ChantCarryChars: -40}, "ChantCarryChars: must be at least 4 (shorter passages are ordinary text), got -40"},
+		{"one compaction", Config{CompactionRepeats: 1}, "CompactionRepeats: must be at least 2 (one compaction is no loop), got 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +175,24 @@ func TestAnalyzePriority(t *testing.T) {
 			want:     "high",
 		},
 		{
+			name:   "strong evidence wins over more confidence",
+			window: []events.IterationRecord{rec(1, "T1")},
+			patterns: []Pattern{
+				fixedPattern{name: "sure", confidence: 0.9, strength: events.StrengthWeak},
+				fixedPattern{name: "seen often", confidence: 0.6, strength: events.StrengthStrong},
+			},
+			want: "seen often",
+		},
+		{
+			// Read a.go four times with the same words only in the last
+			// three: the reads are strong evidence, the words weak.
+			name: "four identical reads outrank three identical responses",
+			window: []events.IterationRecord{
+				read(1, "Reading the loader."), same(2), same(3), same(4),
+			},
+			want: "circular_tools",
+		},
+		{
 			name:     "tie goes to the earlier pattern",
 			window:   []events.IterationRecord{rec(1, "T1")},
 			patterns: []Pattern{fixedPattern{name: "first", confidence: 0.5}, fixedPattern{name: "second", confidence: 0.5}},
@@ -261,28 +284,60 @@ func TestAnalyzeWindowSelection(t *testing.T) {
 func TestAnalyzeNilPatternsMeansDefaults(t *testing.T) {
 	window := []events.IterationRecord{rec(1, "T1"), rec(2, "T1"), rec(3, "T1"), rec(4, "T1"), rec(5, "T1")}
 	s := Analyze(window, DefaultConfig(), nil)
-	if s == nil || s.Pattern != "no_progress" || s.Action != events.ActionDecompose || s.Confidence != 0.8 {
-		t.Fatalf("Analyze(nil patterns) = %+v, want no_progress", s)
+	if s == nil || s.Pattern != "no_progress" || s.Action != events.ActionNudge || s.Confidence != 0.8 || s.Strength != events.StrengthWeak {
+		t.Fatalf("Analyze(nil patterns) = %+v, want no_progress, weak", s)
+	}
+	s = Analyze(append(window, rec(6, "T1")), DefaultConfig(), nil)
+	if s == nil || s.Pattern != "no_progress" || s.Action != events.ActionDecompose || s.Strength != events.StrengthStrong {
+		t.Fatalf("Analyze(nil patterns) one iteration later = %+v, want no_progress, strong", s)
 	}
 }
 
-func TestDetectorClearsAfterSignal(t *testing.T) {
+func TestDetectorClearsAfterStrongSignal(t *testing.T) {
 	d := NewDetector(DefaultConfig(), nil)
 	var fired []int
+	var strengths []events.Strength
 	for it := 1; it <= 7; it++ {
 		r := rec(it, "T1", calls(readFile("a.go", "x")))
-		if s := d.Observe(r); s != nil {
-			checkSignal(t, s, r, "circular_tools")
-			fired = append(fired, s.Iteration)
-			if len(d.window) != 0 {
-				t.Errorf("window holds %d records after a signal, want 0", len(d.window))
-			}
+		s := d.Observe(r)
+		if s == nil {
+			continue
+		}
+		checkSignal(t, s, r, "circular_tools")
+		fired = append(fired, s.Iteration)
+		strengths = append(strengths, s.Strength)
+		if want := s.Strength == events.StrengthWeak; (len(d.window) > 0) != want {
+			t.Errorf("after a %s signal at %d the window holds %d records", s.Strength, it, len(d.window))
 		}
 	}
-	// Iterations 1-3 fire; 4 and 5 alone must not fire again on the evidence
-	// of 1-3; 4-6 is fresh evidence.
-	if want := []int{3, 6}; !slices.Equal(fired, want) {
+	// Three reads are weak evidence: a nudge, and the window kept. The
+	// fourth read makes it strong: the builder prunes and the window is
+	// cleared, so 5 and 6 alone do not fire on the evidence of 1-4; 5-7 is
+	// fresh evidence, weak again.
+	if want := []int{3, 4, 7}; !slices.Equal(fired, want) {
 		t.Errorf("fired at %v, want %v", fired, want)
+	}
+	if want := []events.Strength{events.StrengthWeak, events.StrengthStrong, events.StrengthWeak}; !slices.Equal(strengths, want) {
+		t.Errorf("strengths %v, want %v", strengths, want)
+	}
+}
+
+func TestClearsWindow(t *testing.T) {
+	tests := []struct {
+		s    *events.Signal
+		want bool
+	}{
+		{nil, false},
+		{&events.Signal{Strength: events.StrengthWeak, Action: events.ActionNudge}, false},
+		{&events.Signal{Strength: events.StrengthStrong, Action: events.ActionPrune}, true},
+		{&events.Signal{Strength: events.StrengthStrong, Action: events.ActionNudge}, true},
+		// A pattern that does not grade clears, as every signal used to.
+		{&events.Signal{Action: events.ActionNudge}, true},
+	}
+	for _, tc := range tests {
+		if got := ClearsWindow(tc.s); got != tc.want {
+			t.Errorf("ClearsWindow(%+v) = %v, want %v", tc.s, got, tc.want)
+		}
 	}
 }
 
@@ -308,5 +363,37 @@ func TestDetectorDropsPreviousTask(t *testing.T) {
 	d.Observe(rec(3, "T2"))
 	if got := iterationsOf(d.window); !slices.Equal(got, []int{3}) {
 		t.Errorf("window holds %v after a task switch, want [3]", got)
+	}
+}
+
+// TestPatternsAlone checks the patterns when called directly with a raw
+// window and a zero Config, as a caller composing its own list might.
+func TestPatternsAlone(t *testing.T) {
+	read := func(it int) events.IterationRecord { return rec(it, "T1", calls(readFile("a.go", "x"))) }
+	window := []events.IterationRecord{read(1), read(2), read(3), read(4), read(5)}
+	for _, p := range DefaultPatterns() {
+		if s := p.Detect(nil, Config{}); s != nil {
+			t.Errorf("%s fired on an empty window: %+v", p.Name(), s)
+		}
+	}
+	if s := (CircularTools{}).Detect(window, Config{}); s == nil || s.Iteration != 5 {
+		t.Errorf("circular_tools = %+v, want a signal at 5", s)
+	}
+	if s := (NoProgress{}).Detect(window, Config{}); s == nil || s.Iteration != 5 {
+		t.Errorf("no_progress = %+v, want a signal at 5", s)
+	}
+}
+
+func TestPatternNames(t *testing.T) {
+	var names []string
+	for _, p := range DefaultPatterns() {
+		names = append(names, p.Name())
+	}
+	want := []string{
+		"repetitive_output", "chanting", "compaction_loop", "monologue", "alternating",
+		"circular_tools", "action_error_loop", "no_progress",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("DefaultPatterns names %v, want %v", names, want)
 	}
 }

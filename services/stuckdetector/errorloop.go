@@ -2,6 +2,7 @@ package stuckdetector
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ralphmesh/ralph/pkg/events"
 )
@@ -9,19 +10,22 @@ import (
 const actionErrorLoopConfidence = 0.85
 
 // ActionErrorLoop fires when the newest iteration makes a call (same tool,
-// same args) that has now failed the same way RepeatThreshold times since
-// the workspace last changed. "The same way" is the failure fingerprint:
-// the error text with timestamps, durations, ids and absolute paths
-// normalised away, so `npm install` failing with a new debug-log path each
-// time is still the same failure. That is what circular_tools, which wants
-// byte-identical results, cannot see.
+// same args) that has now failed RepeatThreshold times in a row since the
+// workspace last changed, whatever the error said each time. The text of a
+// failure often changes from one try to the next: timestamps, durations,
+// ids, temp paths, and messages that vary with the moment ("i/o timeout",
+// then "connection reset by peer") while the call stays as wrong as it was.
+// The same call failing again and again with nothing changed in between is
+// a loop whatever it printed; circular_tools, which wants byte-identical
+// results, cannot see it.
 //
 // Only retries with no change in between count: a test run after an edit
 // is a new experiment even when it fails the same way, and a failure that
-// survives edits for a whole span is no_progress's to report. A different
-// outcome of the same call (a flaky test passing once, a network error
-// turning into another) ends the count as well: the world is moving, so
-// trying again may be right.
+// survives edits for a whole span is no_progress's to report. The count
+// ends at a success of the call (a flaky test passing once: trying again
+// may be right) and at a failure whose progress counters moved ("1 of 3
+// replicas available", then "2 of 3"): the world is moving, and polling it
+// is not a loop.
 //
 // The action is a nudge, not pruning: the failure is the newest thing in the
 // context, so pruning would not remove it; the model retries because it
@@ -42,35 +46,81 @@ func (p ActionErrorLoop) Detect(window []events.IterationRecord, cfg Config) *ev
 	sigs := signatures(stretch)
 	newest := stretch[len(stretch)-1]
 
-	var (
-		bestSig   string
-		bestQuote string
-		bestCount int
-		bestIters []int
-	)
+	var best failureRun
 	seen := map[string]bool{}
 	for j, c := range newest.ToolCalls {
-		f, failed := failureOf(c)
 		sig := sigs[len(sigs)-1][j]
-		if !failed || seen[sig] {
+		if _, failed := failureOf(c); !failed || seen[sig] {
 			continue
 		}
 		seen[sig] = true
-		count, iters, _ := repeatsOf(stretch, sigs, sig, outcomeOf)
-		if count >= cfg.RepeatThreshold && count > bestCount {
-			bestSig, bestQuote, bestCount, bestIters = sig, f.quote, count, iters
+		run := failuresInARow(stretch, sigs, sig)
+		if run.count >= cfg.RepeatThreshold && run.count > best.count {
+			best = run
 		}
 	}
-	if bestCount == 0 {
+	if best.count == 0 {
 		return nil
 	}
-	return &events.Signal{
+	what := fmt.Sprintf("failed the same way %d times", best.count)
+	quote := fmt.Sprintf("%q", truncate(best.newest.quote))
+	if best.kinds > 1 {
+		what = fmt.Sprintf("failed %d times in a row", best.count)
+		quote = fmt.Sprintf("%d different error texts, the newest %s", best.kinds, quote)
+	}
+	return graded(&events.Signal{
 		Iteration:  newest.Iteration,
 		Pattern:    p.Name(),
 		Confidence: actionErrorLoopConfidence,
-		Action:     events.ActionNudge,
-		Diagnosis: fmt.Sprintf("%s failed the same way %d times in %s with no workspace change in between: %q",
-			truncate(bestSig), bestCount, formatIterations(bestIters), truncate(bestQuote)),
-		Evidence: bestIters,
+		Diagnosis: fmt.Sprintf("%s %s in %s with no workspace change in between: %s",
+			truncate(best.sig), what, formatIterations(best.iters), quote),
+		Evidence: best.iters,
+	}, events.ActionNudge, best.count, cfg.RepeatThreshold, countOf(best.count, "failed call"))
+}
+
+// failureRun is the failures of one call in a row, newest first.
+type failureRun struct {
+	sig    string
+	count  int
+	iters  []int   // ascending
+	newest failure // the newest failure
+	kinds  int     // distinct failure fingerprints
+}
+
+// failuresInARow counts, newest first, the calls with signature sig in
+// stretch (sigs holds the signature of each call) that failed, until one
+// that succeeded or whose progress counters differ from those of the
+// failure after it.
+func failuresInARow(stretch []events.IterationRecord, sigs [][]string, sig string) failureRun {
+	run := failureRun{sig: sig}
+	fingerprints := map[string]bool{}
+	var after *failure
+	for i := len(stretch) - 1; i >= 0; i-- {
+		calls := stretch[i].ToolCalls
+		inRecord := false
+		for j := len(calls) - 1; j >= 0; j-- {
+			if sigs[i][j] != sig {
+				continue
+			}
+			f, failed := failureOf(calls[j])
+			if !failed || (after != nil && f.progress != after.progress) {
+				slices.Reverse(run.iters)
+				run.kinds = len(fingerprints)
+				return run
+			}
+			if after == nil {
+				run.newest = f
+			}
+			after = &f
+			fingerprints[f.fingerprint] = true
+			run.count++
+			inRecord = true
+		}
+		if inRecord {
+			run.iters = append(run.iters, stretch[i].Iteration)
+		}
 	}
+	slices.Reverse(run.iters)
+	run.kinds = len(fingerprints)
+	return run
 }

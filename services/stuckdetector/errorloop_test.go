@@ -29,7 +29,7 @@ func TestActionErrorLoop(t *testing.T) {
 				npm(4, "2026-01-18T10_22_33_123Z"), npm(5, "2026-01-18T10_23_05_871Z"), npm(6, "2026-01-18T10_23_41_002Z"),
 			},
 			want:       []int{6},
-			wantDiag:   `run {"command":"npm install"} failed the same way 3 times in iterations 4-6 with no workspace change in between: "npm ERR! code ERESOLVE"`,
+			wantDiag:   `run {"command":"npm install"} failed the same way 3 times in iterations 4-6 with no workspace change in between: "npm ERR! code ERESOLVE"; evidence weak (3 failed calls, threshold 3)`,
 			wantEvid:   []int{4, 5, 6},
 			wantAction: events.ActionNudge,
 			wantConf:   0.85,
@@ -43,14 +43,14 @@ func TestActionErrorLoop(t *testing.T) {
 				rec(4, "T1", calls(goTestFail("0.014s"))),
 			},
 			want:     []int{4},
-			wantDiag: `run {"command":"go test ./..."} failed the same way 3 times in iterations 1, 2 and 4 with no workspace change in between: "--- FAIL: TestLoad (0.00s)"`,
+			wantDiag: `run {"command":"go test ./..."} failed the same way 3 times in iterations 1, 2 and 4 with no workspace change in between: "--- FAIL: TestLoad (0.00s)"; evidence weak (3 failed calls, threshold 3)`,
 			wantEvid: []int{1, 2, 4},
 		},
 		{
 			name:     "three refused edits in one iteration",
 			records:  []events.IterationRecord{rec(9, "T1", calls(badEdit, badEdit, badEdit))},
 			want:     []int{9},
-			wantDiag: `edit_file {"new":"y","old":"x  ","path":"a.go"} failed the same way 3 times in iteration 9 with no workspace change in between: "edit_file: argument \"old\" was not found in \"a.go\"; it must match the file exactly"`,
+			wantDiag: `edit_file {"new":"y","old":"x  ","path":"a.go"} failed the same way 3 times in iteration 9 with no workspace change in between: "edit_file: argument \"old\" was not found in \"a.go\"; it must match the file exactly"; evidence weak (3 failed calls, threshold 3)`,
 		},
 		{
 			name: "an unchanged hash is no change",
@@ -59,6 +59,32 @@ func TestActionErrorLoop(t *testing.T) {
 				npm(3, "2026-01-18T10_23_41_002Z", hash("h1")),
 			},
 			want: []int{3},
+		},
+		{
+			// The same call failing three times in a row is a loop whatever
+			// the failures said: the model treats each as transient.
+			name: "the same call failing with a different message each time",
+			records: []events.IterationRecord{
+				rec(1, "T1", calls(runCmd("go mod download", "dial tcp 142.250.74.113:443: i/o timeout", 1))),
+				rec(2, "T1", calls(runCmd("go mod download", "read: connection reset by peer", 1))),
+				rec(3, "T1", calls(runCmd("go mod download", "net/http: TLS handshake timeout", 1))),
+			},
+			want: []int{3},
+			wantDiag: `run {"command":"go mod download"} failed 3 times in a row in iterations 1-3 with no workspace change in between: ` +
+				`3 different error texts, the newest "net/http: TLS handshake timeout"; evidence weak (3 failed calls, threshold 3)`,
+			wantAction:   events.ActionNudge,
+			wantStrength: []events.Strength{events.StrengthWeak},
+		},
+		{
+			name: "a timestamp and a request id in the message, then a fourth try",
+			records: []events.IterationRecord{
+				rec(1, "T1", calls(runCmd("docker push acme/api:1.4", "2026/01/18 10:41:07 denied: requested access to the resource is denied (request 7f3a9c)", 1))),
+				rec(2, "T1", calls(runCmd("docker push acme/api:1.4", "2026/01/18 10:41:39 unauthorized: authentication required (request 91bd0e)", 1))),
+				rec(3, "T1", calls(runCmd("docker push acme/api:1.4", "2026/01/18 10:42:02 denied: requested access to the resource is denied (request c0ffee)", 1))),
+				rec(4, "T1", calls(runCmd("docker push acme/api:1.4", "2026/01/18 10:42:30 unauthorized: authentication required (request 5e1a77)", 1))),
+			},
+			want:         []int{3, 4},
+			wantStrength: []events.Strength{events.StrengthWeak, events.StrengthStrong},
 		},
 		{
 			name:    "repeat threshold from config",
@@ -92,11 +118,12 @@ func TestActionErrorLoop(t *testing.T) {
 			},
 		},
 		{
-			name: "different failures of the same call (transient network errors)",
+			name: "two failures with different messages, then a success",
 			records: []events.IterationRecord{
 				rec(1, "T1", calls(runCmd("go mod download", "dial tcp 142.250.74.113:443: i/o timeout", 1))),
 				rec(2, "T1", calls(runCmd("go mod download", "read: connection reset by peer", 1))),
-				rec(3, "T1", calls(runCmd("go mod download", "net/http: TLS handshake timeout", 1))),
+				rec(3, "T1", calls(runCmd("go mod download", "", 0))),
+				rec(4, "T1", calls(runCmd("go mod download", "net/http: TLS handshake timeout", 1))),
 			},
 		},
 		{

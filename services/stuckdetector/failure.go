@@ -2,12 +2,11 @@ package stuckdetector
 
 import (
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/tools"
 )
 
 // failure is a failed tool call as the detector recognises it again: by a
@@ -17,12 +16,16 @@ type failure struct {
 	// fingerprint is the whole normalized error text and the exit code:
 	// the identity of a failure of one call.
 	fingerprint string
-	// line is the normalized failure line without the tool's own prefix
-	// ("vet: "): the identity of an error that different commands report,
-	// each with its own banner around it.
+	// line is the normalized failure line (tools.ErrorLine, the mesh's one
+	// rule for it) without the tool's own prefix ("vet: "): the identity of
+	// an error that different commands report, each with its own banner
+	// around it.
 	line string
 	// quote is the failure line as written, for diagnoses.
 	quote string
+	// progress is the failure's progress counters ("1 of 3", "45%"): a
+	// call that fails again with its counters moved is getting somewhere.
+	progress string
 }
 
 // failureOf reports whether c failed (a tool error or a non-zero exit code)
@@ -36,11 +39,12 @@ func failureOf(c events.ToolCall) (failure, bool) {
 	if text == "" {
 		text = c.Output
 	}
-	quote := failureLine(text)
+	quote := tools.ErrorLine(text)
 	return failure{
 		fingerprint: "exit " + strconv.Itoa(c.ExitCode) + ": " + normalizeFailure(text),
 		line:        normalizeFailure(toolPrefixRE.ReplaceAllString(quote, "")),
 		quote:       quote,
+		progress:    strings.Join(progressRE.FindAllString(stripNoise(text), -1), "\x00"),
 	}, true
 }
 
@@ -58,7 +62,10 @@ func outcomeOf(c events.ToolCall) string {
 // The noise normalizeFailure removes, most specific first: a timestamp or a
 // UUID is also a run of digits and hex.
 var (
-	timestampRE = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T _]\d{2}[:_]\d{2}[:_]\d{2}(?:[.,_]\d+)?(?:Z|[+-]\d{2}:?\d{2})?`)
+	// A date is written with dashes or, in Go's log format, with slashes
+	// ("2026/01/18 10:41:07"), which would otherwise read as a progress
+	// counter.
+	timestampRE = regexp.MustCompile(`\d{4}[-/]\d{2}[-/]\d{2}(?:[T _]\d{2}[:_]\d{2}[:_]\d{2}(?:[.,_]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?`)
 	clockRE     = regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b`)
 	uuidRE      = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 	hexRE       = regexp.MustCompile(`(?i)\b(?:0x[0-9a-f]+|[0-9a-f]{7,})\b`)
@@ -69,6 +76,9 @@ var (
 	// and "https://host/x" is not a path because ':' does not start one.
 	absPathRE = regexp.MustCompile(`(^|[\s'"(\[=,])(?:~|[A-Za-z]:)?[/\\][^\s'"()\[\]{},;:]+`)
 	digitsRE  = regexp.MustCompile(`\d+`)
+	// durationRE is a duration as tools print it ("0.011s", "in 7s",
+	// "250ms"): how long a run took, which differs on every run.
+	durationRE = regexp.MustCompile(`\b\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h)\b`)
 	// progressRE is how tools report progress ("2 of 3 updated", "14/20",
 	// "45%"): numbers that are the news, not noise, so they are kept.
 	progressRE = regexp.MustCompile(`\b\d+(?:\.\d+)?(?: of |/)\d+\b|\b\d+(?:\.\d+)?%`)
@@ -83,19 +93,7 @@ var (
 // rollout that times out at "1 of 3" and then at "2 of 3" is getting
 // somewhere, not failing the same way.
 func normalizeFailure(s string) string {
-	s = timestampRE.ReplaceAllString(s, "<time>")
-	s = clockRE.ReplaceAllString(s, "<time>")
-	s = uuidRE.ReplaceAllString(s, "<id>")
-	s = hexRE.ReplaceAllStringFunc(s, func(h string) string {
-		// All digits is a number, handled below; all letters is a word
-		// ("deadbeef", "effaced").
-		if strings.HasPrefix(strings.ToLower(h), "0x") ||
-			strings.ContainsAny(h, "0123456789") && strings.ContainsAny(strings.ToLower(h), "abcdef") {
-			return "<hex>"
-		}
-		return h
-	})
-	s = absPathRE.ReplaceAllString(s, "$1<path>")
+	s = stripNoise(s)
 	var b strings.Builder
 	last := 0
 	for _, span := range progressRE.FindAllStringIndex(s, -1) {
@@ -107,65 +105,20 @@ func normalizeFailure(s string) string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
-// errorPhrases mark a line that says what went wrong, as whole words;
-// besides them a word ending in "error" or "exception" does ("KeyError",
-// "AssertionFailedError"), and npm's "ERR!". A word starting with "fail"
-// only says that something went wrong ("> Task :test FAILED", "--- FAIL:
-// TestX") and counts when no line says more. Words, not substrings:
-// "refundCannotExceedCapture" is a test name, not an error. A traceback's
-// header is neither: the error is its last line.
-var errorPhrases = []string{
-	"panic", "undefined", "cannot", "can t", "not found", "no such", "denied", "refused",
-	"fatal", "timed out", "errors",
-}
-
-// failureLine picks the line to quote and to recognise an error by: the
-// first that names an error in more than one word, else the first that
-// names a failure (not a bare "FAIL" or a "=== FAILURES ===" banner), else
-// the first non-blank line.
-func failureLine(s string) string {
-	first, failLine := "", ""
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
+// stripNoise replaces the timestamps, UUIDs, hex ids and absolute paths of
+// s with placeholders, leaving its numbers.
+func stripNoise(s string) string {
+	s = timestampRE.ReplaceAllString(s, "<time>")
+	s = clockRE.ReplaceAllString(s, "<time>")
+	s = uuidRE.ReplaceAllString(s, "<id>")
+	s = hexRE.ReplaceAllStringFunc(s, func(h string) string {
+		// All digits is a number, left to the caller; all letters is a word
+		// ("deadbeef", "effaced").
+		if strings.HasPrefix(strings.ToLower(h), "0x") ||
+			strings.ContainsAny(h, "0123456789") && strings.ContainsAny(strings.ToLower(h), "abcdef") {
+			return "<hex>"
 		}
-		if first == "" {
-			first = line
-		}
-		words := strings.FieldsFunc(strings.ToLower(line), func(r rune) bool {
-			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-		})
-		if len(words) < 2 {
-			continue
-		}
-		if namesError(line, words) {
-			return line
-		}
-		if failLine == "" && slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(w, "fail") }) {
-			failLine = line
-		}
-	}
-	if failLine != "" {
-		return failLine
-	}
-	return first
-}
-
-func namesError(line string, words []string) bool {
-	if strings.Contains(strings.ToLower(line), "err!") {
-		return true
-	}
-	for _, w := range words {
-		if strings.HasSuffix(w, "error") || strings.HasSuffix(w, "exception") {
-			return true
-		}
-	}
-	joined := " " + strings.Join(words, " ") + " "
-	for _, p := range errorPhrases {
-		if strings.Contains(joined, " "+p+" ") {
-			return true
-		}
-	}
-	return false
+		return h
+	})
+	return absPathRE.ReplaceAllString(s, "$1<path>")
 }

@@ -32,7 +32,8 @@ const monologueConfidence = 0.85
 // The action is a nudge: the model is not short of context but of the
 // realisation that the critic's objection needs an action, and telling it
 // so is the cheapest thing that can work; the builder escalates if it does
-// not.
+// not (a turn more of the same is strong evidence, and the builder never
+// nudges a task twice).
 type Monologue struct{}
 
 // Name implements Pattern.
@@ -43,13 +44,44 @@ func (p Monologue) Detect(window []events.IterationRecord, cfg Config) *events.S
 	cfg = cfg.withDefaults()
 	n := min(cfg.MonologueTurns, cfg.Window)
 	// A window of one cannot hold a monologue, only a claim.
-	if n < 2 || len(window) < n {
+	if n < 2 {
 		return nil
+	}
+	most, ok := restatements(window, n, cfg.MonologueNovelty)
+	if !ok {
+		return nil
+	}
+	turns := longestRun(n, len(window), func(k int) bool {
+		m, ok := restatements(window, k, cfg.MonologueNovelty)
+		if ok {
+			most = m
+		}
+		return ok
+	})
+	recent := window[len(window)-turns:]
+	newest := recent[len(recent)-1]
+	evidence := iterationsOf(recent)
+	return graded(&events.Signal{
+		Iteration:  newest.Iteration,
+		Pattern:    p.Name(),
+		Confidence: monologueConfidence,
+		Diagnosis: fmt.Sprintf("%s made no tool calls (%d completion claims in a row) and restated earlier text, at most %.0f%% of their words new: %q",
+			formatIterations(evidence), turns, most*100, truncate(strings.TrimSpace(newest.AssistantText))),
+		Evidence: evidence,
+	}, events.ActionNudge, turns, n, countOf(turns, "turn")+" without tool calls")
+}
+
+// restatements reports whether the last n records of window made no tool
+// calls and each after the first said at most novelty of its content words
+// for the first time in the window, and the largest such share.
+func restatements(window []events.IterationRecord, n int, novelty float64) (most float64, ok bool) {
+	if len(window) < n {
+		return 0, false
 	}
 	turns := window[len(window)-n:]
 	for _, r := range turns {
 		if len(r.ToolCalls) > 0 || len(contentWords(r.AssistantText)) == 0 {
-			return nil
+			return 0, false
 		}
 	}
 	said := map[string]bool{}
@@ -58,7 +90,6 @@ func (p Monologue) Detect(window []events.IterationRecord, cfg Config) *events.S
 			said[w] = true
 		}
 	}
-	most := 0.0
 	for _, r := range turns[1:] {
 		words := contentWords(r.AssistantText)
 		fresh := 0
@@ -67,26 +98,16 @@ func (p Monologue) Detect(window []events.IterationRecord, cfg Config) *events.S
 				fresh++
 			}
 		}
-		novelty := float64(fresh) / float64(len(words))
-		if novelty > cfg.MonologueNovelty {
-			return nil
+		share := float64(fresh) / float64(len(words))
+		if share > novelty {
+			return 0, false
 		}
-		most = max(most, novelty)
+		most = max(most, share)
 		for w := range words {
 			said[w] = true
 		}
 	}
-	newest := turns[len(turns)-1]
-	evidence := iterationsOf(turns)
-	return &events.Signal{
-		Iteration:  newest.Iteration,
-		Pattern:    p.Name(),
-		Confidence: monologueConfidence,
-		Action:     events.ActionNudge,
-		Diagnosis: fmt.Sprintf("%s made no tool calls (%d completion claims in a row) and restated earlier text, at most %.0f%% of their words new: %q",
-			formatIterations(evidence), n, most*100, truncate(strings.TrimSpace(newest.AssistantText))),
-		Evidence: evidence,
-	}
+	return most, true
 }
 
 // contentWords is the set of words of s that carry meaning: textTokens

@@ -21,10 +21,24 @@ func TestMonologue(t *testing.T) {
 			},
 			want: []int{6},
 			wantDiag: `iterations 4-6 made no tool calls (3 completion claims in a row) and restated earlier text, at most 27% of their words new: ` +
-				`"Retries with exponential backoff are implemented for the HTTP client in retry.go and the client test..."`,
-			wantEvid:   []int{4, 5, 6},
-			wantAction: events.ActionNudge,
-			wantConf:   0.85,
+				`"Retries with exponential backoff are implemented for the HTTP client in retry.go and the client test..."; ` +
+				`evidence weak (3 turns without tool calls, threshold 3)`,
+			wantEvid:     []int{4, 5, 6},
+			wantAction:   events.ActionNudge,
+			wantConf:     0.85,
+			wantStrength: []events.Strength{events.StrengthWeak},
+		},
+		{
+			name: "a fourth restatement after the nudge is strong evidence",
+			records: []events.IterationRecord{
+				work,
+				claim(4, "I added retries with exponential backoff to the HTTP client in retry.go, and the client tests pass."),
+				claim(5, "The HTTP client now retries failed requests with exponential backoff, implemented in retry.go; the client tests pass."),
+				claim(6, "Retries with exponential backoff are implemented for the HTTP client in retry.go and the client tests pass, so the task is done."),
+				claim(7, "As said, the HTTP client retries with exponential backoff (retry.go) and the client tests pass."),
+			},
+			want:         []int{6, 7},
+			wantStrength: []events.Strength{events.StrengthWeak, events.StrengthStrong},
 		},
 		{
 			// Hand-written records leave claimed_done out; no tool calls is

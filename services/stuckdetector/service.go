@@ -2,6 +2,7 @@ package stuckdetector
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -9,6 +10,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/metrics"
+	"github.com/ralphmesh/ralph/pkg/store"
 )
 
 // Name is the service name.
@@ -25,6 +27,7 @@ type Bus interface {
 type Store interface {
 	AppendWindow(ctx context.Context, session, task string, rec events.IterationRecord, size int) ([]events.IterationRecord, error)
 	ClearWindow(ctx context.Context, session, task string, upTo int) error
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
 }
 
 // Deps are the detector's collaborators.
@@ -61,13 +64,23 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
-	var rec events.IterationRecord
-	if err := env.Decode(&rec); err != nil {
+	rec, err := events.DecodeAs[events.IterationRecord](env)
+	if err != nil {
 		return err
 	}
 	task := rec.TaskID
 	if task == "" {
 		task = env.Task
+	}
+	// Only the iteration the session waits to have analysed is added to
+	// the window: a record for a session that does not exist, or forged
+	// for one that does, must not make the detector fire.
+	if _, cur, err := s.d.Store.Awaiting(ctx, env, store.PhaseAnalyzing); store.Ignorable(err) || (err == nil && cur.ID != task) {
+		s.d.Log.Warn("ignoring iteration.completed: the session does not await its analysis (a late redelivery, or a forged event)",
+			zap.String("session", env.Session), zap.String("task", task), zap.Int("step", env.Step), zap.String("event", env.ID), zap.Error(err))
+		return nil
+	} else if err != nil {
+		return err
 	}
 	window, err := s.d.Store.AppendWindow(ctx, env.Session, task, rec, s.d.Config.Window)
 	if err != nil {
@@ -79,12 +92,15 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 		s.d.Metrics.Signal(sig.Pattern, string(sig.Action))
 		s.d.Log.Info("stuck signal", zap.String("session", env.Session), zap.String("task", task), zap.Int("step", env.Step),
 			zap.String("event", env.ID), zap.Int("iteration", rec.Iteration), zap.String("pattern", sig.Pattern),
-			zap.Float64("confidence", sig.Confidence), zap.String("action", string(sig.Action)))
-		// The builder intervenes on this signal; the evidence before it
-		// must not fire again.
-		if err := s.d.Store.ClearWindow(ctx, env.Session, task, rec.Iteration); err != nil {
-			return err
+			zap.Float64("confidence", sig.Confidence), zap.String("action", string(sig.Action)), zap.String("strength", string(sig.Strength)))
+		// The builder prunes or decomposes on strong evidence, so the
+		// evidence before it must not fire again; weak evidence stays to
+		// grow if the builder's nudge changes nothing (ClearsWindow).
+		if ClearsWindow(sig) {
+			if err := s.d.Store.ClearWindow(ctx, env.Session, task, rec.Iteration); err != nil {
+				return fmt.Errorf("clear stuck window of task %s after iteration %d: %w", task, rec.Iteration, err)
+			}
 		}
 	}
-	return s.d.Bus.Publish(ctx, events.Must(events.IterationAnalyzed, env.Session, env.Task, env.Step, s.d.Clock(), out))
+	return s.d.Bus.Publish(ctx, events.Must(events.IterationAnalyzed, env.Session, env.Task, env.Step, s.d.Clock(), out).For(env.Team))
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/llm"
+	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
@@ -45,8 +47,9 @@ type Executor struct {
 	Artifacts Artifacts
 	Tokens    TokenCounter
 	Options   compaction.Options
-	// SummaryPrompt is the system prompt of checkpoint merges (ADR-003's
-	// structured summary); MaxSummaryTokens bounds a checkpoint.
+	// SummaryPrompt is the system prompt of checkpoint merges (the
+	// four-section summary of docs/design-origins.md, "The four-section
+	// summary"); MaxSummaryTokens bounds a checkpoint.
 	SummaryPrompt    string
 	MaxSummaryTokens int
 	CacheTTL         time.Duration
@@ -69,11 +72,23 @@ type Outcome struct {
 // checkpointID is the id of a task's running checkpoint.
 func checkpointID(task string) string { return "checkpoint-" + task }
 
+// ErrUnknownOp is wrapped when a plan holds an op the executor cannot carry
+// out: a plan from a newer planner, or a planner op without executor
+// support. Skipping it would report a compaction that did not happen.
+var ErrUnknownOp = errors.New("unknown compaction op")
+
 // Apply executes plan's ops in order over stored (the task's units as the
 // store holds them) and returns the new stored units. Each op's outcome is
 // recorded in hist (realised ratio, overshoot). When the model fails, the
-// op is done extractively (whole lines, never a character cut).
+// op is done extractively (whole lines, never a character cut). An op kind
+// the executor does not know is an error wrapping ErrUnknownOp, before
+// anything is changed.
 func (e *Executor) Apply(ctx context.Context, session, task string, stored []units.Unit, plan compaction.Result, facts Facts, hist *compaction.History) (Outcome, error) {
+	for k, op := range plan.Ops {
+		if !slices.Contains(executable, op.Op) {
+			return Outcome{}, fmt.Errorf("apply op %d (%s on %s): %w %q", k, op.Op, op.Unit, ErrUnknownOp, op.Op)
+		}
+	}
 	view := compaction.ExpandCalls(stored)
 	var out Outcome
 	for _, op := range plan.Ops {
@@ -126,13 +141,21 @@ func (e *Executor) Apply(ctx context.Context, session, task string, stored []uni
 				applied.How += ", not applied: no smaller"
 			}
 		default:
-			continue
+			// Checked above; this keeps the switch honest if executable
+			// gains an op it has no case for.
+			return out, fmt.Errorf("apply %s on %s: %w %q", op.Op, op.Unit, ErrUnknownOp, op.Op)
 		}
 		hist.RecordOutcome(op, applied.TokensAfter, e.Options)
 		out.Applied = append(out.Applied, applied)
 	}
 	out.Units = compaction.CollapseCalls(view)
 	return out, nil
+}
+
+// executable are the op kinds Apply carries out.
+var executable = []compaction.OpKind{
+	compaction.OpReplaceWithPointer, compaction.OpCompactToolArgs, compaction.OpCompactToolOutput,
+	compaction.OpCompactHistorical, compaction.OpCheckpointMerge,
 }
 
 func (e *Executor) count(u units.Unit) int {
@@ -183,11 +206,12 @@ func rewrite(u units.Unit, op compaction.OpKind, text string) units.Unit {
 	case compaction.OpCompactToolArgs:
 		u.Args = compactedArgs(u.Args, text)
 	case compaction.OpCompactToolOutput:
-		where := ""
+		what := fmt.Sprintf("compacted %s output", u.Tool)
+		marker := "[" + what + "]"
 		if u.Artifact != "" {
-			where = fmt.Sprintf("; all of it is artifact %s (read_artifact)", u.Artifact)
+			marker = tools.ArtifactPointer(what, u.Artifact)
 		}
-		u.Content = fmt.Sprintf("[compacted %s output%s]\n%s", u.Tool, where, text)
+		u.Content = marker + "\n" + text
 	default:
 		u.Content = "[compacted] " + text
 	}
@@ -236,13 +260,14 @@ func (e *Executor) pointer(ctx context.Context, session string, u units.Unit, op
 		}
 		u.Artifact, where = id, "artifact:"+id
 	}
-	how := "call read_artifact {\"id\": \"" + strings.TrimPrefix(where, "artifact:") + "\"}"
+	what := fmt.Sprintf("%d tokens replaced by a pointer", u.Tokens)
+	marker := tools.ArtifactPointer(what, strings.TrimPrefix(where, "artifact:"))
 	if p, ok := strings.CutPrefix(where, "file:"); ok {
-		how = "call read_file {\"path\": \"" + p + "\"} (the file as it is now)"
+		marker = tools.FilePointer(what, p)
 	}
-	digestBudget := max(op.OutputTokens-30, 16)
-	text := fmt.Sprintf("[%d tokens replaced by a pointer; %s to read all of it]\n%s",
-		u.Tokens, how, compaction.Extract(digestOf, digestBudget, e.Tokens.Count))
+	// The digest gets what the marker leaves of the planned size.
+	digestBudget := max(op.OutputTokens-e.Tokens.Count(marker)-1, 16)
+	text := marker + "\n" + compaction.Extract(digestOf, digestBudget, e.Tokens.Count)
 	if u.Kind == units.KindToolCall {
 		u.Args = compactedArgs(u.Args, text)
 	} else {
@@ -313,14 +338,11 @@ func (e *Executor) merge(ctx context.Context, session, task string, view []units
 		}
 		next = append(next, u)
 	}
-	// The checkpoint goes after the leading instructions (system prompt,
-	// task), where the builder reads the task and then what was done.
-	at := 0
-	for at < len(next) && next[at].Kind == units.KindMessage &&
-		(next[at].Role == openai.ChatMessageRoleSystem || next[at].Role == openai.ChatMessageRoleUser) {
-		at++
-	}
-	next = slices.Insert(next, at, cp)
+	// The checkpoint goes right after the stable head (system prompt,
+	// task), where the builder reads the task and then what was done, and
+	// which no compaction rewrites, so that the provider's prompt cache
+	// keeps it.
+	next = slices.Insert(next, compaction.StableHead(next), cp)
 	applied.TokensAfter = cp.Tokens
 	return next, applied, nil
 }
@@ -334,10 +356,12 @@ func remember(hist *compaction.History, key string) {
 	hist.Cached[key] = true
 }
 
-var errNoChoices = errors.New("summarizer model: reply without choices")
+// errEmptyReply is a reply with no text: no summary, so the op is done
+// extractively instead.
+var errEmptyReply = errors.New("summarizer model: empty reply")
 
 func (e *Executor) chat(ctx context.Context, session, system, prompt string, maxTokens int) (string, error) {
-	resp, err := e.Model.Chat(ctx, session, openai.ChatCompletionRequest{
+	text, err := llm.Text(ctx, e.Model, session, llm.Request{
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: prompt},
@@ -347,10 +371,10 @@ func (e *Executor) chat(ctx context.Context, session, system, prompt string, max
 	if err != nil {
 		return "", fmt.Errorf("summarizer model: %w", err)
 	}
-	if len(resp.Choices) == 0 || strings.TrimSpace(resp.Choices[0].Message.Content) == "" {
-		return "", errNoChoices
+	if strings.TrimSpace(text) == "" {
+		return "", errEmptyReply
 	}
-	return resp.Choices[0].Message.Content, nil
+	return text, nil
 }
 
 // PromptVersion names the prompts in cache keys: "v1" for the built-in
@@ -364,7 +388,8 @@ func PromptVersion(summaryPrompt string) string {
 	return "v1-" + hex.EncodeToString(sum[:6])
 }
 
-// DefaultSummaryPrompt asks for ADR-003's structured summary.
+// DefaultSummaryPrompt asks for the four-section summary
+// (docs/design-origins.md, "The four-section summary").
 const DefaultSummaryPrompt = `You compact the working memory of a coding agent. Summarise the earlier work you are given
 (a previous checkpoint, if any, and the messages and tool results that followed it) into a structured
 summary with exactly these sections:

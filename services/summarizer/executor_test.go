@@ -3,6 +3,7 @@ package summarizer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -98,8 +99,8 @@ func draftingContext(tok *tokens.Counter) []units.Unit {
 
 func planFor(t *testing.T, f fixture, us []units.Unit, limit int, hist compaction.History) compaction.Result {
 	t.Helper()
-	p, err := compaction.Plan(context.Background(), compaction.Document{LimitTokens: limit, CurrentTurn: 6, Task: compaction.Task{Goal: "Write draft.md"}, Units: us},
-		f.exec.Options, hist, nil)
+	p, err := compaction.Plan(compaction.Document{LimitTokens: limit, CurrentTurn: 6, Task: compaction.Task{Goal: "Write draft.md"}, Units: us},
+		f.exec.Options, hist)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,9 @@ func TestFactsOfIgnoresProseAboutFailure(t *testing.T) {
 			Content: "partial output\nerror: timed out after 2m0s"},
 	}
 	f := summarizer.FactsOf(us, nil)
-	if want := []string{"profiles/p07.md: source missing", "error: timed out after 2m0s"}; !slices.Equal(f.UnresolvedErrors, want) {
+	// A failed run whose output has no words for its error is quoted by its
+	// first line, as the stuck detector quotes it (tools.ErrorLine).
+	if want := []string{"checking 12 files", "error: timed out after 2m0s"}; !slices.Equal(f.UnresolvedErrors, want) {
 		t.Fatalf("unresolved errors %q, want %q", f.UnresolvedErrors, want)
 	}
 }
@@ -265,5 +268,126 @@ func TestPromptVersion(t *testing.T) {
 	a, b := summarizer.PromptVersion("Summarise tersely."), summarizer.PromptVersion("Summarise at length.")
 	if a == "v1" || a == b || a != summarizer.PromptVersion("Summarise tersely.") {
 		t.Fatalf("custom prompt versions %q and %q: want distinct, stable, not v1", a, b)
+	}
+}
+
+// opFixtures are ops of each kind on the drafting context, as the planner
+// would write them. An op kind the planner gains needs a fixture here and
+// a case in the executor.
+func opFixtures(us []units.Unit) map[compaction.OpKind]compaction.Op {
+	tokensOf := map[string]int{}
+	for _, u := range compaction.ExpandCalls(us) {
+		tokensOf[u.ID] = u.Tokens
+	}
+	op := func(unit string, kind compaction.OpKind, tool string, lane compaction.Lane) compaction.Op {
+		return compaction.Op{Unit: unit, Op: kind, Lane: lane, Label: compaction.Label(kind, tool, lane),
+			Tokens: tokensOf[unit], OutputTokens: max(tokensOf[unit]/4, 16), LLMCall: kind != compaction.OpReplaceWithPointer}
+	}
+	merge := op("assistant-1", compaction.OpCheckpointMerge, "", compaction.LaneHistoricalChat)
+	merge.Units = []string{"assistant-1", "assistant-1#c1", "tool-1-0"}
+	merge.Tokens = tokensOf["assistant-1"] + tokensOf["assistant-1#c1"] + tokensOf["tool-1-0"]
+	return map[compaction.OpKind]compaction.Op{
+		compaction.OpReplaceWithPointer: op("tool-3-0", compaction.OpReplaceWithPointer, "run", compaction.LaneToolTrace),
+		compaction.OpCompactToolArgs:    op("assistant-5#c5", compaction.OpCompactToolArgs, "write_file", compaction.LaneActiveWrite),
+		compaction.OpCompactToolOutput:  op("tool-2-0", compaction.OpCompactToolOutput, "run", compaction.LaneToolTrace),
+		compaction.OpCompactHistorical:  op("assistant-4", compaction.OpCompactHistorical, "", compaction.LaneHistoricalChat),
+		compaction.OpCheckpointMerge:    merge,
+	}
+}
+
+// TestApplyCarriesOutEveryPlannedOpKind walks every op kind the planner can
+// emit (compaction.OpKinds): the executor carries each out, none is
+// skipped.
+func TestApplyCarriesOutEveryPlannedOpKind(t *testing.T) {
+	f := newFixture(t, `
+rules:
+  - {model: sum, reply: {content: "Short."}}
+`, compaction.ModeTieredAdaptive)
+	us := draftingContext(f.exec.Tokens.(*tokens.Counter))
+	fixtures := opFixtures(us)
+	for _, kind := range compaction.OpKinds() {
+		t.Run(string(kind), func(t *testing.T) {
+			op, ok := fixtures[kind]
+			if !ok {
+				t.Fatalf("the planner can emit %s, which this test has no op of: add one, and executor support for it", kind)
+			}
+			out, err := f.exec.Apply(context.Background(), "s1", "T1", us, compaction.Result{Ops: []compaction.Op{op}}, summarizer.Facts{}, &compaction.History{})
+			if err != nil {
+				t.Fatalf("Apply(%s): %v", kind, err)
+			}
+			if len(out.Applied) != 1 || out.Applied[0].Op != string(kind) || out.Applied[0].Unit != op.Unit || out.Applied[0].How == "" {
+				t.Fatalf("Apply(%s) applied %+v", kind, out.Applied)
+			}
+		})
+	}
+}
+
+func TestApplyRefusesAnOpKindItDoesNotKnow(t *testing.T) {
+	f := newFixture(t, `
+rules:
+  - {model: sum, reply: {content: "Short."}}
+`, compaction.ModeTieredAdaptive)
+	us := draftingContext(f.exec.Tokens.(*tokens.Counter))
+	known := opFixtures(us)[compaction.OpCompactToolOutput]
+	for _, kind := range []compaction.OpKind{"summarize_everything", compaction.OpKeepRaw, ""} {
+		unknown := known
+		unknown.Op, unknown.Unit = kind, "tool-3-0"
+		out, err := f.exec.Apply(context.Background(), "s1", "T1", us, compaction.Result{Ops: []compaction.Op{known, unknown}}, summarizer.Facts{}, &compaction.History{})
+		if !errors.Is(err, summarizer.ErrUnknownOp) || !strings.Contains(err.Error(), fmt.Sprintf("%q", kind)) {
+			t.Fatalf("Apply with op kind %q: err %v, want ErrUnknownOp naming it", kind, err)
+		}
+		// Refused before anything was done: the known op before it made no
+		// model call.
+		if len(out.Applied) != 0 || len(f.llm.Requests()) != 0 {
+			t.Fatalf("op kind %q: %d ops applied and %d model requests before the refusal", kind, len(out.Applied), len(f.llm.Requests()))
+		}
+	}
+}
+
+// TestMergeKeepsTheStableHead: the checkpoint goes right after the stable
+// head (the leading system and user messages of turn 0), which comes out
+// byte for byte as it went in, so that a provider's prompt cache keeps it;
+// a user message of a later turn that happens to follow the head (guidance
+// given before the first step was merged away) goes after the checkpoint,
+// in its place in the conversation.
+func TestMergeKeepsTheStableHead(t *testing.T) {
+	f := newFixture(t, `
+rules:
+  - {model: sum, reply: {content: "## Key Decisions\n- Read the logs."}}
+`, compaction.ModeTieredAdaptive)
+	tok := f.exec.Tokens.(*tokens.Counter)
+	base := draftingContext(tok)
+	memory := units.Unit{ID: "memory-T1", Role: "user", Kind: units.KindMessage, Content: "Project notes: logs are in logs/.", Tokens: 9}
+	guidance := units.Unit{ID: "resume-2", Role: "user", Kind: units.KindMessage, Turn: 2, Content: "Use the day 3 log.", Tokens: 6}
+	tests := []struct {
+		name string
+		us   []units.Unit
+		head []string // ids before the checkpoint
+		next string   // id right after it
+	}{
+		{"system prompt and task", base, []string{"system-T1", "task-T1"}, "assistant-4"},
+		{"a leading memory message is head", slices.Insert(slices.Clone(base), 2, memory), []string{"system-T1", "task-T1", "memory-T1"}, "assistant-4"},
+		{"later guidance is not", slices.Insert(slices.Clone(base), 2, guidance), []string{"system-T1", "task-T1"}, "resume-2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			op := compaction.Op{Unit: "assistant-1", Op: compaction.OpCheckpointMerge, Lane: compaction.LaneHistoricalChat,
+				Units: []string{"assistant-1", "assistant-1#c1", "tool-1-0", "assistant-2", "assistant-2#c2", "tool-2-0", "assistant-3", "assistant-3#c3", "tool-3-0"},
+				Label: "checkpoint_merge", Tokens: 3000, OutputTokens: 200}
+			out, err := f.exec.Apply(context.Background(), "s1", "T1", tt.us, compaction.Result{Ops: []compaction.Op{op}}, summarizer.Facts{}, &compaction.History{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := len(tt.head)
+			for i, id := range tt.head {
+				src := slices.IndexFunc(tt.us, func(u units.Unit) bool { return u.ID == id })
+				if out.Units[i].ID != id || out.Units[i].Content != tt.us[src].Content {
+					t.Fatalf("unit %d is %s, want the head's %s unchanged", i, out.Units[i].ID, id)
+				}
+			}
+			if out.Units[k].Kind != units.KindSummary || out.Units[k+1].ID != tt.next {
+				t.Fatalf("after the head: %s (%s), then %s; want the checkpoint, then %s", out.Units[k].ID, out.Units[k].Kind, out.Units[k+1].ID, tt.next)
+			}
+		})
 	}
 }

@@ -1,9 +1,12 @@
-// Package summarizer owns compaction: on compaction.requested it plans with
-// the lane-aware planner (pkg/compaction), carries the plan out with the
-// summarizer model (executor.go: rewrites, pointers, incremental
-// checkpoints, a Redis cache, an extractive fallback), replaces the task's
-// context with compare-and-set and publishes compaction.completed with what
-// was planned, applied and skipped.
+// Package summarizer owns compaction and the session's memory. On
+// compaction.requested it plans with the lane-aware planner
+// (pkg/compaction), carries the plan out with the summarizer model
+// (executor.go: rewrites, pointers, incremental checkpoints, a Redis cache,
+// an extractive fallback), replaces the task's context with compare-and-set
+// and publishes compaction.completed with what was planned, applied and
+// skipped. On task.completed it takes what the approved task learned into
+// the session's memory (memory.go, pkg/memory) and publishes
+// memory.updated.
 package summarizer
 
 import (
@@ -12,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -21,6 +23,7 @@ import (
 	"github.com/ralphmesh/ralph/pkg/bus"
 	"github.com/ralphmesh/ralph/pkg/compaction"
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/llm"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/tools"
 	"github.com/ralphmesh/ralph/pkg/units"
@@ -41,22 +44,15 @@ type Store interface {
 	Artifacts
 	Context(ctx context.Context, session, scope string) ([]units.Unit, int64, error)
 	ReplaceUnits(ctx context.Context, session, scope string, expect int64, us []units.Unit) (int64, error)
+	Units(ctx context.Context, session, scope string) ([]units.Unit, error)
 	LoadCompaction(ctx context.Context, session, task string, v any) (bool, error)
 	SaveCompaction(ctx context.Context, session, task string, v any) error
-	JournalGet(ctx context.Context, session string, step int, field string, v any) (bool, error)
-	JournalPut(ctx context.Context, session string, step int, field string, v any) error
-}
-
-// Config is the summarizer's configuration.
-type Config struct {
-	Options          compaction.Options
-	SummaryPrompt    string
-	MaxSummaryTokens int
-	CacheTTL         time.Duration
-	// Advisor enables the advisory ranking of near-tied candidates by the
-	// summarizer model.
-	Advisor bool
-	Run     bus.RunOptions
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Session(ctx context.Context, session string) (store.SessionView, error)
+	// The session's memory (what its approved tasks learned).
+	LoadMemory(ctx context.Context, session string, v any) (int64, error)
+	SaveMemory(ctx context.Context, session string, expect int64, v any) (int64, error)
+	bus.Journal
 }
 
 // Deps are the summarizer's collaborators.
@@ -81,64 +77,70 @@ func New(d Deps) *Service {
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
-	c := &d.Config
+	c, def := &d.Config, DefaultConfig()
+	// Zero options are unset ones; a set one may hold valid zeros.
 	if c.Options.Mode == "" {
-		c.Options = compaction.DefaultOptions()
+		c.Options = def.Options
 	}
 	if c.SummaryPrompt == "" {
-		c.SummaryPrompt = DefaultSummaryPrompt
+		c.SummaryPrompt = def.SummaryPrompt
 	}
 	if c.MaxSummaryTokens <= 0 {
-		c.MaxSummaryTokens = 2000
+		c.MaxSummaryTokens = def.MaxSummaryTokens
 	}
 	if c.CacheTTL <= 0 {
-		c.CacheTTL = 24 * time.Hour
+		c.CacheTTL = def.CacheTTL
 	}
 	return &Service{d: d, exec: &Executor{Model: d.Model, Cache: d.Store, Artifacts: d.Store, Tokens: d.Tokens,
 		Options: c.Options, SummaryPrompt: c.SummaryPrompt, MaxSummaryTokens: c.MaxSummaryTokens, CacheTTL: c.CacheTTL}}
 }
 
-// Run consumes compaction.requested until ctx ends.
+// Run consumes compaction.requested and task.completed until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	return s.d.Bus.Run(ctx, Name, map[events.Type]bus.Handler{events.CompactionRequested: s.onRequested}, s.d.Config.Run)
+	return s.d.Bus.Run(ctx, Name, map[events.Type]bus.Handler{
+		events.CompactionRequested: s.onRequested,
+		events.TaskCompleted:       s.onTaskCompleted,
+	}, s.d.Config.Run)
 }
 
 const journalField = "compaction"
 
 func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
-	var req events.CompactionRequestedData
-	if err := env.Decode(&req); err != nil {
+	req, err := events.DecodeAs[events.CompactionRequestedData](env)
+	if err != nil {
 		return err
 	}
 	log := s.d.Log.With(zap.String("session", env.Session), zap.String("task", req.TaskID), zap.Int("step", env.Step),
 		zap.Int("iteration", req.Iteration), zap.String("event", env.ID))
-	var out events.CompactionCompletedData
-	found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, journalField, &out)
-	if err != nil {
+	// Only a compaction the session waits for is done, on the task it is
+	// at: a forged or late request must not rewrite a context.
+	if _, task, err := s.d.Store.Awaiting(ctx, env, store.PhaseCompacting); store.Ignorable(err) || (err == nil && task.ID != req.TaskID) {
+		log.Warn("ignoring compaction.requested: the session does not await a compaction of this task (a late redelivery, or a forged event)", zap.Error(err))
+		return nil
+	} else if err != nil {
 		return err
 	}
-	if !found {
-		begin := s.d.Clock()
-		out, err = s.compact(ctx, env, req, log)
-		out.ElapsedMS = s.d.Clock().Sub(begin).Milliseconds()
-		switch {
-		case err == nil:
-		case ctx.Err() == nil && (bus.LastDelivery(ctx) || bus.IsPermanent(err)):
-			out = events.CompactionCompletedData{TaskID: req.TaskID, TokensBefore: req.ContextTokens, TokensAfter: req.ContextTokens, Error: err.Error()}
-		default:
-			return err
-		}
-		if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, journalField, out); err != nil {
-			return err
-		}
-	}
-	if out.Error != "" {
-		log.Warn("compaction failed", zap.String("reason", out.Error))
-	} else {
-		log.Info("compacted", zap.String("tier", out.Tier), zap.Int("tokens_before", out.TokensBefore), zap.Int("tokens_after", out.TokensAfter),
-			zap.Int("applied", len(out.Applied)), zap.Int("skipped", len(out.Skipped)), zap.Int("llm_calls", out.LLMCalls), zap.Int("cache_hits", out.CacheHits))
-	}
-	return s.d.Bus.Publish(ctx, events.Must(events.CompactionCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out))
+	return bus.Step[events.CompactionCompletedData]{
+		Compute: func(ctx context.Context) (events.CompactionCompletedData, error) {
+			begin := s.d.Clock()
+			out, err := s.compact(ctx, env, req, log)
+			out.ElapsedMS = s.d.Clock().Sub(begin).Milliseconds()
+			return out, err
+		},
+		// The context is left as it was, and the builder goes on with it.
+		Failed: func(_ events.CompactionCompletedData, err error) events.CompactionCompletedData {
+			return events.CompactionCompletedData{TaskID: req.TaskID, TokensBefore: req.ContextTokens, TokensAfter: req.ContextTokens, Error: err.Error()}
+		},
+		Publish: func(ctx context.Context, out events.CompactionCompletedData) error {
+			if out.Error != "" {
+				log.Warn("compaction failed", zap.String("reason", out.Error))
+			} else {
+				log.Info("compacted", zap.String("tier", out.Tier), zap.Int("tokens_before", out.TokensBefore), zap.Int("tokens_after", out.TokensAfter),
+					zap.Int("applied", len(out.Applied)), zap.Int("skipped", len(out.Skipped)), zap.Int("llm_calls", out.LLMCalls), zap.Int("cache_hits", out.CacheHits))
+			}
+			return s.d.Bus.Publish(ctx, events.Must(events.CompactionCompleted, env.Session, env.Task, env.Step, s.d.Clock(), out).For(env.Team))
+		},
+	}.RunOnce(ctx, s.d.Store, env, journalField)
 }
 
 func (s *Service) compact(ctx context.Context, env events.Envelope, req events.CompactionRequestedData, log *zap.Logger) (events.CompactionCompletedData, error) {
@@ -151,17 +153,8 @@ func (s *Service) compact(ctx context.Context, env events.Envelope, req events.C
 	if _, err := s.d.Store.LoadCompaction(ctx, env.Session, req.TaskID, &hist); err != nil {
 		return out, err
 	}
-	hist.StartIteration(max(req.Iteration, 1))
-	doc := compaction.Document{LimitTokens: req.LimitTokens, CurrentTurn: req.Turn, Task: compaction.Task{Goal: req.Goal}, Units: stored}
-	var adv compaction.Advisor
-	if s.d.Config.Advisor {
-		adv = modelAdvisor{s.d.Model, env.Session}
-	}
-	plan, err := compaction.Plan(ctx, doc, s.d.Config.Options, hist, adv)
-	if err != nil {
-		return out, bus.Permanent(fmt.Errorf("plan compaction of %s: %w", req.TaskID, err))
-	}
-	hist.Commit(plan)
+	step, err := s.exec.Compact(ctx, env.Session, req, stored, &hist, s.d.Config.Advisor)
+	plan, res := step.Plan, step.Outcome
 	out.Tier, out.TokensBefore, out.TargetTokens = string(plan.Tier), plan.TokensBefore, plan.TargetTokens
 	for _, op := range plan.Ops {
 		out.Planned = append(out.Planned, events.CompactionOp{Unit: op.Unit, Op: string(op.Op), Lane: string(op.Lane), TokensBefore: op.Tokens, TokensAfter: op.Tokens - op.TokensSaved})
@@ -169,15 +162,13 @@ func (s *Service) compact(ctx context.Context, env events.Envelope, req events.C
 	for _, sk := range plan.Skipped {
 		out.Skipped = append(out.Skipped, events.CompactionSkip{Unit: sk.Unit, Reason: string(sk.Reason)})
 	}
-	if len(plan.Ops) == 0 {
-		out.TokensAfter = plan.TokensBefore
-		return out, s.d.Store.SaveCompaction(ctx, env.Session, req.TaskID, hist)
-	}
-	facts := FactsOf(stored, req.FilesChanged)
-	res, err := s.exec.Apply(ctx, env.Session, req.TaskID, stored, plan, facts, &hist)
 	out.LLMCalls, out.CacheHits, out.Applied = res.LLMCalls, res.CacheHits, res.Applied
 	if err != nil {
 		return out, err
+	}
+	if len(plan.Ops) == 0 {
+		out.TokensAfter = plan.TokensBefore
+		return out, s.d.Store.SaveCompaction(ctx, env.Session, req.TaskID, hist)
 	}
 	if _, err := s.d.Store.ReplaceUnits(ctx, env.Session, req.TaskID, version, res.Units); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -200,7 +191,7 @@ func FactsOf(stored []units.Unit, knownFiles []string) Facts {
 func modifiedFiles(us []units.Unit, known []string) []string {
 	files := slices.Clone(known)
 	for _, u := range compaction.ExpandCalls(us) {
-		if u.Kind == units.KindToolCall && (u.Tool == "write_file" || u.Tool == "edit_file") {
+		if u.Kind == units.KindToolCall && (u.Tool == tools.WriteFile || u.Tool == tools.EditFile) {
 			if p := argPath(u.Args); p != "" && !slices.Contains(files, p) {
 				files = append(files, p)
 			}
@@ -209,8 +200,10 @@ func modifiedFiles(us []units.Unit, known []string) []string {
 	return files
 }
 
-// unresolvedErrors are the first error lines of the latest result of each
-// call that failed and did not succeed after.
+// unresolvedErrors are the error lines (tools.TextErrorLine) of the latest
+// result of each call that failed and did not succeed after. Only results
+// the builder marked as failed count (a run that exited non-zero, a tool
+// error): a file that talks about failures is not an error.
 func unresolvedErrors(us []units.Unit) []string {
 	last := map[string]units.Unit{}
 	var order []string
@@ -226,46 +219,11 @@ func unresolvedErrors(us []units.Unit) []string {
 	}
 	var errs []string
 	for _, k := range order {
-		if line := errorLine(last[k].Content); line != "" && !slices.Contains(errs, line) {
+		if line := tools.TextErrorLine(last[k].Content); line != "" && !slices.Contains(errs, line) {
 			errs = append(errs, line)
 		}
 	}
 	return errs
-}
-
-// errorLine is the line that says what went wrong in a failed tool result,
-// "" for a result that did not fail. Only results the builder marked as
-// failed count (a run that exited non-zero, a tool error): a file that
-// talks about failures is not an error.
-func errorLine(content string) string {
-	switch {
-	case !tools.TextFailed(content):
-		return ""
-	case strings.HasPrefix(content, "error: "):
-		first, _, _ := strings.Cut(content, "\n")
-		return first
-	case !strings.HasPrefix(content, "exit code "):
-		_, tail, _ := strings.Cut(content, "\nerror: ")
-		first, _, _ := strings.Cut(tail, "\n")
-		return "error: " + first
-	}
-	first, rest, _ := strings.Cut(content, "\n")
-	last := ""
-	for _, l := range strings.Split(rest, "\n") {
-		t := strings.TrimSpace(l)
-		low := strings.ToLower(t)
-		if strings.HasPrefix(low, "error") || strings.Contains(low, "error:") || strings.Contains(low, "fail") || strings.Contains(low, "panic") {
-			return t
-		}
-		if t != "" {
-			last = t
-		}
-	}
-	// No line says "error": programs print the reason last.
-	if last != "" {
-		return last
-	}
-	return first
 }
 
 func argPath(raw []byte) string {
@@ -278,19 +236,17 @@ func argPath(raw []byte) string {
 	return a.Path
 }
 
-// modelAdvisor asks the summarizer model to rank near-tied candidates; the
-// planner parses and checks its answer and ignores it when it is wrong.
-type modelAdvisor struct {
-	m       Model
-	session string
-}
-
-func (a modelAdvisor) Rank(ctx context.Context, cands []compaction.Candidate) ([]byte, error) {
+// askAdvisor asks the summarizer model to rank the near-tied candidates,
+// within timeout, and returns its raw answer: compaction.ApplyAdvice parses
+// and checks it, and ignores it when it is wrong.
+func askAdvisor(ctx context.Context, m Model, session string, cands []compaction.Candidate, timeout time.Duration) ([]byte, error) {
 	b, err := json.Marshal(cands)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("advisor: encode candidates: %w", err)
 	}
-	resp, err := a.m.Chat(ctx, a.session, openai.ChatCompletionRequest{
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	text, err := llm.Text(ctx, m, session, llm.Request{
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: AdvisorPrompt},
 			{Role: openai.ChatMessageRoleUser, Content: string(b)},
@@ -298,12 +254,9 @@ func (a modelAdvisor) Rank(ctx context.Context, cands []compaction.Candidate) ([
 		MaxTokens: 300,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("advisor: %w", err)
 	}
-	if len(resp.Choices) == 0 {
-		return nil, errNoChoices
-	}
-	return []byte(resp.Choices[0].Message.Content), nil
+	return []byte(text), nil
 }
 
 // AdvisorPrompt asks for the strict ranking the planner accepts.

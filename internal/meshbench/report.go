@@ -31,11 +31,14 @@ type Machine struct {
 	RedisVersion string
 	// NATSCPU and RedisCPU say whether those servers' CPU was read.
 	NATSCPU, RedisCPU bool
+	// Load is the load average when the run began: the cores may be
+	// shared with other work, which the figures then include.
+	Load string
 }
 
-func machine(s *servers) Machine {
+func machine(s *servers, load string) Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), NATSVersion: s.natsVersion, RedisVersion: s.redisVersion,
-		NATSCPU: s.natsCPU != nil, RedisCPU: s.redisCPU != nil}
+		NATSCPU: s.natsCPU != nil, RedisCPU: s.redisCPU != nil, Load: load}
 	if fs, err := procfs.NewDefaultFS(); err == nil {
 		if info, err := fs.CPUInfo(); err == nil && len(info) > 0 {
 			m.CPU = info[0].ModelName
@@ -45,6 +48,20 @@ func machine(s *servers) Machine {
 		m.CPU = runtime.GOARCH
 	}
 	return m
+}
+
+// loadAverage is the system's load average, "1 5 15" minutes ("" when
+// /proc does not say).
+func loadAverage() string {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return ""
+	}
+	l, err := fs.LoadAvg()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%.2f %.2f %.2f", l.Load1, l.Load5, l.Load15)
 }
 
 // redisTripsHow says how Redis round trips are counted.
@@ -94,6 +111,8 @@ detector's analysis), by the times the two events carry.
   mesh + nats-server + Redis, the issue's target; the model server's own is apart.
 - **allocs/step**: runtime.MemStats.Mallocs of the mesh process over the run, per step.
 - **Redis RT/step**: Redis round trips per step, counted by %s.
+  Every round trip of the mesh over the run is counted: with one task per step, that includes the
+  critic's review and the task's bookkeeping, not only the step's own, and the floor makes as many.
 - **floor**: measured after each N on the same servers, on connections of its own, %d times: one
   JetStream publish -> durable pull consumer -> confirmed ack, as many sequential Redis round trips
   as the step made (rounded), one HTTP call to the model server; the median of the sum.
@@ -109,6 +128,7 @@ detector's analysis), by the times the two events carry.
 | Go | %s |
 | nats-server | %s%s |
 | Redis | %s%s |
+| load average (1, 5, 15 min) when the run began | %s |
 
 ## Command
 
@@ -120,7 +140,7 @@ detector's analysis), by the times the two events carry.
 
 | sessions | its/s | step p50 ms | step p99 ms | floor ms | ratio | cpu ms/it | mesh | nats-server | Redis | model | allocs/step | Redis RT/step | longest gap ms |
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-`, rep.Steps, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), rep.Command)
+`, rep.Steps, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), m.Load, rep.Command)
 	cpu := func(c CPU) string {
 		if !c.Measured {
 			return "–"

@@ -138,6 +138,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	load := loadAverage()
 	dir, err := os.MkdirTemp("", "ralph-bench-mesh-")
 	if err != nil {
 		return Report{}, fmt.Errorf("bench directory: %w", err)
@@ -150,7 +151,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Machine: machine(srv), Steps: o.Steps}
+	rep := Report{Machine: machine(srv, load), Steps: o.Steps}
 	for _, n := range o.Sessions {
 		r, err := runSessions(ctx, o, srv, dir, n)
 		if err != nil {

@@ -45,7 +45,8 @@ step made, one HTTP call to the model) with the ratio step p50 / floor; each N e
 
   mesh sessions=100 its_per_s=1234 step_p50_ms=1.20 step_p99_ms=3.40 floor_ms=0.90 ratio=1.33 cpu_ms_per_it=0.95
 
-(cpu_ms_per_it: this process + nats-server + Redis.)
+(cpu_ms_per_it: this process + nats-server + Redis.) Then issue 13's targets for 1, 100 and 500 sessions,
+each met or MISSED (they do not change the exit code).
 
 Servers (nothing is downloaded): --nats-server PATH starts that nats-server binary (2.10 or newer, e.g.
 go build -o /tmp/nats-server github.com/nats-io/nats-server/v2); without it, the NATS at RALPH_NATS_URL
@@ -94,6 +95,9 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 			rep, err := meshbench.Run(ctx, o)
 			if err != nil {
 				return fmt.Errorf("mesh benchmark: %w", err)
+			}
+			if err := rep.WriteTargets(cmd.OutOrStdout()); err != nil {
+				return err
 			}
 			if out != "" {
 				rep.Command = "ralph " + strings.Join(os.Args[1:], " ")

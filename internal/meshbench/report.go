@@ -156,6 +156,12 @@ detector's analysis), by the times the two events carry.
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %d | %.2f | %d | %.2f | %.2f |\n", r.Sessions, ms(r.Floor.JetStream), r.Floor.RedisTrips, ms(r.Floor.Redis), ms(r.Floor.HTTP))
 	}
+	if ts := rep.Targets(); len(ts) > 0 {
+		b.WriteString("\n## Targets (issue 13)\n\n| target | want | measured | |\n|---|---|---|---|\n")
+		for _, t := range ts {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, t.verdict())
+		}
+	}
 	b.WriteString("\nThe lines `ralph bench mesh` ends each N with:\n\n```\n")
 	for _, r := range rep.Results {
 		b.WriteString(r.Line() + "\n")

@@ -62,7 +62,6 @@ func testModel(script string) *exec.Cmd {
 // not asserted).
 func TestRunPrintsOneLinePerN(t *testing.T) {
 	cfg := meshconfig.New(t)
-	cfg.Prefix = "unused" // the benchmark takes a fresh prefix per N
 	o := meshbench.Options{Config: cfg, Sessions: []int{2}, Steps: 5, Model: testModel, Timeout: 2 * time.Minute}
 	if bin := os.Getenv("RALPH_TEST_NATS_SERVER"); bin != "" {
 		// The benchmark's own way: a nats-server process it starts, whose

@@ -62,7 +62,11 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 			if err != nil {
 				return err
 			}
-			if natsServer == "" && cfg.NATS.URL == "" {
+			if natsServer != "" {
+				if _, err := exec.LookPath(natsServer); err != nil {
+					return badInput("--nats-server %s: %v", natsServer, err)
+				}
+			} else if cfg.NATS.URL == "" {
 				natsServer, _ = exec.LookPath("nats-server")
 			}
 			var redisServer string

@@ -15,6 +15,7 @@ func TestBenchMeshBadInput(t *testing.T) {
 		{[]string{"--steps", "0"}, "--steps 0: must be between 1 and"},
 		{[]string{"--timeout", "0s"}, "--timeout 0s: must be positive"},
 		{[]string{"extra"}, "unknown command"},
+		{[]string{"--nats-server", "/nonexistent/nats-server"}, "--nats-server /nonexistent/nats-server"},
 	} {
 		out, code, err := ralph(t, append([]string{"bench", "mesh"}, tc.args...)...)
 		if code != 2 {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -96,12 +97,16 @@ func (c *child) stop() {
 	}
 }
 
-// lineTail keeps the last few lines a child printed.
+// lineTail keeps the last few lines a child printed (written by the
+// goroutine reading its output, read when it fails to start).
 type lineTail struct {
+	mu    sync.Mutex
 	lines []string
 }
 
 func (l *lineTail) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.lines = append(l.lines, s)
 	if len(l.lines) > 8 {
 		l.lines = l.lines[1:]
@@ -109,6 +114,8 @@ func (l *lineTail) add(s string) {
 }
 
 func (l *lineTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if len(l.lines) == 0 {
 		return "(no output)"
 	}

@@ -101,7 +101,8 @@ Written by `+"`ralph bench mesh`"+` (internal/meshbench); regenerate it with the
 The whole mesh (builder, critic, stuck detector) runs in one process against one JetStream server and
 one Redis, with the scripted model (pkg/scriptllm, `+"`ralph scriptllm serve`"+`) answering instantly from a
 process of its own. Each of N concurrent sessions takes %d steps: one task per step, finished by the
-builder in one model call and approved by the critic. A step is measured from iteration.requested to
+builder in one model call and approved by the critic; each N runs on a fresh mesh (its own prefix),
+warmed up by one session of %d steps that is not measured. A step is measured from iteration.requested to
 iteration.analyzed (the builder's model call, its tools and state, iteration.completed, the stuck
 detector's analysis), by the times the two events carry.
 
@@ -140,7 +141,7 @@ detector's analysis), by the times the two events carry.
 
 | sessions | its/s | step p50 ms | step p99 ms | floor ms | ratio | cpu ms/it | mesh | nats-server | Redis | model | allocs/step | Redis RT/step | longest gap ms |
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-`, rep.Steps, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), m.Load, rep.Command)
+`, rep.Steps, warmupSteps, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), m.Load, rep.Command)
 	cpu := func(c CPU) string {
 		if !c.Measured {
 			return "–"

@@ -321,7 +321,13 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 	defer cancel()
 	cfg := benchConfig(o.Config, srv)
 	ready := make(chan string, len(Services))
-	m, err := mesh.Start(ctx, cfg, o.Log, mesh.Options{Ready: func(s string) { ready <- s }})
+	m, err := mesh.Start(ctx, cfg, o.Log, mesh.Options{Ready: func(s string) {
+		// Told again after a reconnection, perhaps: never blocks the service.
+		select {
+		case ready <- s:
+		default:
+		}
+	}})
 	if err != nil {
 		return Result{}, err
 	}
@@ -329,12 +335,6 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 	defer removeState(cfg.Prefix, m)
 	trips := &roundTrips{}
 	m.Store.Client().AddHook(trips)
-
-	watch, err := watchSteps(m.Bus.Conn(), cfg.Prefix, n)
-	if err != nil {
-		return Result{}, err
-	}
-	defer watch.stop()
 
 	runCtx, cancelServices := context.WithCancel(ctx)
 	servicesDone := make(chan struct{})
@@ -359,27 +359,56 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 		}
 	}
 
-	starts, err := sessionStarts(dir, cfg.Prefix, n, o.Steps)
-	if err != nil {
-		return Result{}, err
-	}
-	before, err := srv.usage(trips)
-	if err != nil {
-		return Result{}, err
-	}
-	for _, env := range starts {
-		if err := m.Bus.Publish(ctx, env); err != nil {
-			return Result{}, err
+	// play runs sessions of steps each, named after name, and waits for
+	// them to end; begin is called once the steps are followed, just
+	// before the sessions start.
+	play := func(name string, sessions, steps int, begin func() error) (*stepWatch, error) {
+		w, err := watchSteps(m.Bus.Conn(), cfg.Prefix, sessions)
+		if err != nil {
+			return nil, err
 		}
+		starts, err := sessionStarts(dir, name, sessions, steps)
+		if err == nil {
+			err = begin()
+		}
+		for _, env := range starts {
+			if err != nil {
+				break
+			}
+			err = m.Bus.Publish(ctx, env)
+		}
+		if err != nil {
+			w.stop()
+			return nil, err
+		}
+		select {
+		case <-w.done:
+			return w, nil
+		case <-servicesDone:
+			err = fmt.Errorf("services ended during the run: %w", servicesErr)
+		case <-ctx.Done():
+			err = fmt.Errorf("sessions not ended after %s: %d of %d steps analyzed, %d of %d sessions ended (raise --timeout, or look for a stall)",
+				o.Timeout, w.analyzedCount(), sessions*steps, w.endedCount(), sessions)
+		}
+		w.stop()
+		return nil, err
 	}
-	select {
-	case <-watch.done:
-	case <-servicesDone:
-		return Result{}, fmt.Errorf("services ended during the run: %w", servicesErr)
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("sessions not ended after %s: %d of %d steps analyzed, %d of %d sessions ended (raise --timeout, or look for a stall)",
-			o.Timeout, watch.analyzedCount(), n*o.Steps, watch.endedCount(), n)
+	// A first session warms the mesh up (connections, caches, the
+	// runtime's pools) so that the figures are those of a mesh at work.
+	warm, err := play(cfg.Prefix+"-warmup", 1, warmupSteps, func() error { return nil })
+	if err != nil {
+		return Result{}, fmt.Errorf("warm-up session: %w", err)
 	}
+	warm.stop()
+	var before usage
+	watch, err := play(cfg.Prefix, n, o.Steps, func() (err error) {
+		before, err = srv.usage(trips)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer watch.stop()
 	after, err := srv.usage(trips)
 	if err != nil {
 		return Result{}, err
@@ -423,16 +452,20 @@ func benchConfig(base config.Config, srv *servers) config.Config {
 	return cfg
 }
 
-// sessionStarts are n session.started events, each with steps tasks and an
-// empty workspace of its own.
-func sessionStarts(dir, prefix string, n, steps int) ([]events.Envelope, error) {
+// warmupSteps is the steps of the session that warms a mesh up before it
+// is measured.
+const warmupSteps = 5
+
+// sessionStarts are n session.started events, sessions name-0 to name-<n-1>,
+// each with steps tasks and an empty workspace of its own.
+func sessionStarts(dir, name string, n, steps int) ([]events.Envelope, error) {
 	p := prd.PRD{Title: "bench"}
 	for i := range steps {
 		p.Tasks = append(p.Tasks, prd.Task{ID: fmt.Sprintf("T%d", i+1), Title: fmt.Sprintf("task %d", i+1), AcceptanceCriteria: []string{"done"}})
 	}
 	out := make([]events.Envelope, 0, n)
 	for i := range n {
-		session := fmt.Sprintf("%s-%d", prefix, i)
+		session := fmt.Sprintf("%s-%d", name, i)
 		ws := filepath.Join(dir, "workspaces", session)
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)

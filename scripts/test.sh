@@ -18,7 +18,8 @@
 #     with one line, except in CI (CI=true), where that fails.
 # Usage: bash scripts/test.sh          gofmt, vet, staticcheck, all tests on both servers,
 #                                      every fuzz target for a few seconds, the chart, the containers
-#        bash scripts/test.sh bench    the benchmarks, printed, on both servers
+#        bash scripts/test.sh bench    the benchmarks, printed, on both servers, and a small
+#                                      `ralph bench mesh` (docs/performance.md has the full one)
 #        bash scripts/test.sh fuzz     only the fuzz targets, each for FUZZTIME (default 2m)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -183,6 +184,10 @@ if [ "$mode" = bench ]; then
   start_nats
   say "benchmarks, separate nats-server at $nats_url"
   RALPH_TEST_NATS_URL=$nats_url go test -run '^$' -bench . -benchtime 300x ./internal/mesh/
+  say "benchmarks: the compaction planner on 2,000 units, the stuck detector's analysis of one iteration"
+  go test -run '^$' -bench 'BenchmarkPlan2000Units|BenchmarkAnalyzeIteration' ./pkg/compaction/ ./services/stuckdetector/
+  say "ralph bench mesh (small): the whole mesh on a nats-server process it starts and the test Redis"
+  RALPH_REDIS_URL=$RALPH_TEST_REDIS_URL go run ./cmd/ralph bench mesh --sessions 1,10 --steps 50 --nats-server "$RALPH_TEST_NATS_SERVER"
   exit 0
 fi
 

@@ -58,7 +58,7 @@ func newRoot() *cobra.Command {
 	// Flag and argument errors are bad input: exit 2.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{code: 2, err: err} })
 	root.AddCommand(newUpCmd(), newServiceCmd(), newHealthCmd(), newRunCmd(), newResumeCmd(), newPRDCmd(), newCompactCmd(), newReplayCmd(), newStuckCmd(), newMemoryCmd(), newConfigCmd(), newDemoCmd(), newScriptLLMCmd(),
-		newSessionsCmd(), newStatusCmd(), newCancelCmd(), newWatchCmd(), newDLQCmd())
+		newSessionsCmd(), newStatusCmd(), newCancelCmd(), newWatchCmd(), newDLQCmd(), newBenchCmd())
 	return root
 }
 

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBenchMeshBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sessions", "0"}, "--sessions 0: must be between 1 and"},
+		{[]string{"--sessions", "ten"}, "--sessions"},
+		{[]string{"--steps", "0"}, "--steps 0: must be between 1 and"},
+		{[]string{"--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"extra"}, "unknown command"},
+		{[]string{"--nats-server", "/nonexistent/nats-server"}, "--nats-server /nonexistent/nats-server"},
+	} {
+		out, code, err := ralph(t, append([]string{"bench", "mesh"}, tc.args...)...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2:\n%s", tc.args, code, out)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.want)
+		}
+	}
+}

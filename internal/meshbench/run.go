@@ -1,0 +1,629 @@
+package meshbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/ralphmesh/ralph/internal/mesh"
+	"github.com/ralphmesh/ralph/pkg/config"
+	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/memory"
+	"github.com/ralphmesh/ralph/pkg/prd"
+	"github.com/ralphmesh/ralph/pkg/sessionindex"
+	"github.com/ralphmesh/ralph/pkg/store"
+	"github.com/ralphmesh/ralph/services/builder"
+	"github.com/ralphmesh/ralph/services/critic"
+	"github.com/ralphmesh/ralph/services/stuckdetector"
+)
+
+// DefaultSessions are the session counts measured when none are given.
+var DefaultSessions = []int{1, 10, 100, 500}
+
+// DefaultSteps is how many steps each session takes by default.
+const DefaultSteps = 40
+
+// Services are the services the benchmark runs: the step and the review
+// that ends each task.
+var Services = []string{builder.Name, critic.Name, stuckdetector.Name}
+
+// Script is the scripted model's script: the builder finishes its task in
+// one step, the critic approves it. Every step is the same step, with no
+// stuck signal and no command to run.
+const Script = `rules:
+  - {name: builder, model: builder, reply: {content: "Done: nothing was needed."}}
+  - {name: critic, model: critic, reply: {content: '{"approved": true, "feedback": "ok"}'}}
+`
+
+// Options say what to measure and where.
+type Options struct {
+	// Config is the base configuration (from the environment); the prefix,
+	// the servers' URLs and the models are the benchmark's own.
+	Config config.Config
+	// Sessions are the numbers of concurrent sessions, one run each.
+	Sessions []int
+	// Steps is the steps (one task each) every session takes.
+	Steps int
+	// NATSServer is a nats-server binary to start; empty: the NATS at
+	// Config.NATS.URL.
+	NATSServer string
+	// RedisServer is a redis-server binary to start when Config.Redis.URL
+	// is empty.
+	RedisServer string
+	// Model is the command that serves the scripted model from the script
+	// file it is given, printing "... on http://HOST:PORT/v1" once it
+	// listens (`ralph scriptllm serve`).
+	Model func(script string) *exec.Cmd
+	// Timeout bounds one N's run.
+	Timeout time.Duration
+	// Progress, when set, is where each N's figures are printed as soon as
+	// they are measured (Result.WriteText).
+	Progress io.Writer
+	Log      *zap.Logger
+}
+
+// Validate says what is wrong with o.
+func (o Options) Validate() error {
+	if len(o.Sessions) == 0 {
+		return errors.New("--sessions: give at least one number of sessions")
+	}
+	for _, n := range o.Sessions {
+		if n < 1 || n > MaxSessions {
+			return fmt.Errorf("--sessions %d: must be between 1 and %d", n, MaxSessions)
+		}
+	}
+	if most := MaxSteps(o.Config); o.Steps < 1 || o.Steps > most {
+		return fmt.Errorf("--steps %d: must be between 1 and %d (a session's PRD has one task per step: RALPH_PRD_MAX_TASKS and RALPH_BUILDER_MAX_ITERATIONS bound it)", o.Steps, most)
+	}
+	if o.Model == nil {
+		return errors.New("no command for the scripted model")
+	}
+	if o.NATSServer == "" && o.Config.NATS.URL == "" {
+		return errors.New("no NATS: give --nats-server PATH (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2) or set RALPH_NATS_URL")
+	}
+	if o.RedisServer == "" && o.Config.Redis.URL == "" {
+		return errors.New("no Redis: set RALPH_REDIS_URL or put redis-server on PATH")
+	}
+	return nil
+}
+
+// MaxSessions bounds --sessions: each session is a directory and a few
+// hundred bytes of state in Redis per step.
+const MaxSessions = 5000
+
+// MaxSteps is the most steps a session may take under cfg.
+func MaxSteps(cfg config.Config) int {
+	return min(cfg.PRD.MaxTasks, cfg.Builder.MaxIterations)
+}
+
+// servers are the JetStream server, Redis and the model the runs share.
+type servers struct {
+	natsURL, redisURL, modelURL string
+	natsCPU, redisCPU, modelCPU cpuOf
+	natsVersion, redisVersion   string
+	children                    []*child
+}
+
+func (s *servers) close() {
+	for _, c := range slices.Backward(s.children) {
+		c.stop()
+	}
+}
+
+// Run measures each number of sessions in turn on the same servers.
+func Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	load := loadAverage()
+	dir, err := os.MkdirTemp("", "ralph-bench-mesh-")
+	if err != nil {
+		return Report{}, fmt.Errorf("bench directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startServers(ctx, o, dir)
+	if srv != nil {
+		defer srv.close()
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Machine: machine(srv, load), Steps: o.Steps}
+	for _, n := range o.Sessions {
+		r, err := runSessions(ctx, o, srv, dir, n)
+		if err != nil {
+			return rep, fmt.Errorf("%d sessions: %w", n, err)
+		}
+		rep.Results = append(rep.Results, r)
+		if o.Progress != nil {
+			if err := r.WriteText(o.Progress); err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// startServers starts (or finds) NATS and Redis and starts the model.
+func startServers(ctx context.Context, o Options, dir string) (*servers, error) {
+	s := &servers{natsURL: o.Config.NATS.URL, redisURL: o.Config.Redis.URL}
+	if o.NATSServer != "" {
+		c, url, err := startNATS(ctx, o.NATSServer, dir)
+		if err != nil {
+			return s, err
+		}
+		s.children = append(s.children, c)
+		s.natsURL, s.natsCPU = url, procCPU(c.pid())
+	}
+	if s.redisURL == "" {
+		c, url, err := startRedis(ctx, o.RedisServer, dir)
+		if err != nil {
+			return s, err
+		}
+		s.children = append(s.children, c)
+		s.redisURL = url
+	}
+	script := filepath.Join(dir, "model.yaml")
+	if err := os.WriteFile(script, []byte(Script), 0o600); err != nil {
+		return s, fmt.Errorf("write the model's script: %w", err)
+	}
+	c, url, err := startChild(ctx, "model server", o.Model(script), modelListening)
+	if err != nil {
+		return s, err
+	}
+	s.children = append(s.children, c)
+	s.modelURL, s.modelCPU = url, procCPU(c.pid())
+
+	nc, err := nats.Connect(s.natsURL, nats.Name("ralph-bench-mesh"))
+	if err != nil {
+		return s, fmt.Errorf("connect to NATS at %s: %w", s.natsURL, err)
+	}
+	s.natsVersion = nc.ConnectedServerVersion()
+	nc.Close()
+	rdb, err := store.Connect(ctx, s.redisURL)
+	if err != nil {
+		return s, err
+	}
+	defer rdb.Close()
+	pid, version, err := redisProcess(ctx, rdb)
+	s.redisVersion = version
+	switch {
+	case errors.Is(err, errNotHere):
+		o.Log.Warn("Redis's CPU is not measured", zap.Error(err))
+	case err != nil:
+		return s, err
+	default:
+		s.redisCPU = procCPU(pid)
+	}
+	if s.natsCPU == nil {
+		o.Log.Warn("nats-server's CPU is not measured: it was not started by the benchmark (--nats-server)")
+	}
+	return s, nil
+}
+
+// Result is one N's figures.
+type Result struct {
+	Sessions   int
+	Steps      int // steps measured (iteration.analyzed seen)
+	Wall       time.Duration
+	StepP50    time.Duration
+	StepP99    time.Duration
+	LongestGap time.Duration
+	// CPU per iteration of each process; a process whose CPU could not be
+	// read (a server not on this host) has Measured false.
+	Mesh, NATS, Redis, Model CPU
+	AllocsPerStep            float64
+	RedisPerStep             float64
+	Floor                    Floor
+}
+
+// CPU is one process's CPU time per iteration.
+type CPU struct {
+	PerIt    time.Duration
+	Measured bool
+}
+
+// ItsPerS is iterations per second over the run.
+func (r Result) ItsPerS() float64 { return float64(r.Steps) / r.Wall.Seconds() }
+
+// Ratio is the step's median over the floor's.
+func (r Result) Ratio() float64 { return float64(r.StepP50) / float64(r.Floor.Total) }
+
+// CPUPerIt is the CPU per iteration of the mesh, nats-server and Redis
+// together (the issue's target; the model's own is apart).
+func (r Result) CPUPerIt() time.Duration { return r.Mesh.PerIt + r.NATS.PerIt + r.Redis.PerIt }
+
+// Line is the one line other tools read.
+func (r Result) Line() string {
+	return fmt.Sprintf("mesh sessions=%d its_per_s=%.0f step_p50_ms=%.2f step_p99_ms=%.2f floor_ms=%.2f ratio=%.2f cpu_ms_per_it=%.2f",
+		r.Sessions, r.ItsPerS(), ms(r.StepP50), ms(r.StepP99), ms(r.Floor.Total), r.Ratio(), ms(r.CPUPerIt()))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// roundTrips counts the mesh's Redis round trips: one per command sent
+// alone, one per pipeline (or MULTI/EXEC) sent.
+type roundTrips struct{ n atomic.Int64 }
+
+func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// usage is what the processes have used so far.
+type usage struct {
+	at                       time.Time
+	mesh, nats, redis, model time.Duration
+	natsOK, redisOK, modelOK bool
+	mallocs                  uint64
+	redisTrips               int64
+}
+
+func (s *servers) usage(trips *roundTrips) (usage, error) {
+	u := usage{at: time.Now(), redisTrips: trips.n.Load()}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	u.mallocs = ms.Mallocs
+	var err error
+	if u.mesh, err = selfCPU(); err != nil {
+		return u, err
+	}
+	read := func(f cpuOf, d *time.Duration, ok *bool) error {
+		if f == nil {
+			return nil
+		}
+		var err error
+		*d, err = f()
+		*ok = err == nil
+		return err
+	}
+	return u, errors.Join(read(s.natsCPU, &u.nats, &u.natsOK), read(s.redisCPU, &u.redis, &u.redisOK), read(s.modelCPU, &u.model, &u.modelOK))
+}
+
+// runSessions runs n sessions of o.Steps steps on a fresh mesh (its own
+// prefix: stream, consumers and keys) and measures them.
+func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cfg := benchConfig(o.Config, srv)
+	ready := make(chan string, len(Services))
+	m, err := mesh.Start(ctx, cfg, o.Log, mesh.Options{Ready: func(s string) {
+		// Told again after a reconnection, perhaps: never blocks the service.
+		select {
+		case ready <- s:
+		default:
+		}
+	}})
+	if err != nil {
+		return Result{}, err
+	}
+	defer m.Close()
+	defer removeState(cfg.Prefix, m)
+	trips := &roundTrips{}
+	m.Store.Client().AddHook(trips)
+
+	runCtx, cancelServices := context.WithCancel(ctx)
+	servicesDone := make(chan struct{})
+	var servicesErr error
+	go func() {
+		servicesErr = m.RunServices(runCtx, Services...)
+		close(servicesDone)
+	}()
+	stopServices := func() error {
+		cancelServices()
+		<-servicesDone
+		return servicesErr
+	}
+	defer stopServices()
+	for range Services {
+		select {
+		case <-ready:
+		case <-servicesDone:
+			return Result{}, fmt.Errorf("services ended before they were ready: %w", servicesErr)
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("services not ready: %w", ctx.Err())
+		}
+	}
+
+	// play runs sessions of steps each, named after name, and waits for
+	// them to end; begin is called once the steps are followed, just
+	// before the sessions start.
+	play := func(name string, sessions, steps int, begin func() error) (*stepWatch, error) {
+		w, err := watchSteps(m.Bus.Conn(), cfg.Prefix, sessions)
+		if err != nil {
+			return nil, err
+		}
+		starts, err := sessionStarts(dir, name, sessions, steps)
+		if err == nil {
+			err = begin()
+		}
+		for _, env := range starts {
+			if err != nil {
+				break
+			}
+			err = m.Bus.Publish(ctx, env)
+		}
+		if err != nil {
+			w.stop()
+			return nil, err
+		}
+		select {
+		case <-w.done:
+			return w, nil
+		case <-servicesDone:
+			err = fmt.Errorf("services ended during the run: %w", servicesErr)
+		case <-ctx.Done():
+			err = fmt.Errorf("sessions not ended after %s: %d of %d steps analyzed, %d of %d sessions ended (raise --timeout, or look for a stall)",
+				o.Timeout, w.analyzedCount(), sessions*steps, w.endedCount(), sessions)
+		}
+		w.stop()
+		return nil, err
+	}
+	// A first session warms the mesh up (connections, caches, the
+	// runtime's pools) so that the figures are those of a mesh at work.
+	warm, err := play(cfg.Prefix+"-warmup", 1, warmupSteps, func() error { return nil })
+	if err != nil {
+		return Result{}, fmt.Errorf("warm-up session: %w", err)
+	}
+	warm.stop()
+	var before usage
+	watch, err := play(cfg.Prefix, n, o.Steps, func() (err error) {
+		before, err = srv.usage(trips)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer watch.stop()
+	after, err := srv.usage(trips)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := stopServices(); err != nil {
+		return Result{}, fmt.Errorf("services: %w", err)
+	}
+
+	r, err := watch.result(n, o.Steps)
+	if err != nil {
+		return r, err
+	}
+	r.Wall = watch.lastAt().Sub(before.at)
+	per := func(d time.Duration) time.Duration { return d / time.Duration(r.Steps) }
+	r.Mesh = CPU{per(after.mesh - before.mesh), true}
+	r.NATS = CPU{per(after.nats - before.nats), after.natsOK}
+	r.Redis = CPU{per(after.redis - before.redis), after.redisOK}
+	r.Model = CPU{per(after.model - before.model), after.modelOK}
+	r.AllocsPerStep = float64(after.mallocs-before.mallocs) / float64(r.Steps)
+	r.RedisPerStep = float64(after.redisTrips-before.redisTrips) / float64(r.Steps)
+	if r.Floor, err = measureFloor(ctx, srv, cfg.Prefix, r.RedisPerStep); err != nil {
+		return r, fmt.Errorf("floor: %w", err)
+	}
+	return r, nil
+}
+
+// benchConfig is base with the benchmark's prefix, servers and models.
+// Memory is off: it would ask a model the script does not play.
+func benchConfig(base config.Config, srv *servers) config.Config {
+	cfg := base
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	cfg.Prefix = "bench" + hex.EncodeToString(b)
+	cfg.NATS.URL, cfg.Redis.URL = srv.natsURL, srv.redisURL
+	cfg.LLM.BaseURL, cfg.LLM.APIKey = srv.modelURL, ""
+	cfg.Builder.BaseURL, cfg.Builder.APIKey, cfg.Builder.Model = "", "", "builder"
+	cfg.Critic.BaseURL, cfg.Critic.APIKey, cfg.Critic.Model = "", "", "critic"
+	cfg.Memory.Memory = memory.Off
+	// Nothing in this process serves HTTP but the mesh's own health.
+	cfg.Console.Addr = "127.0.0.1:0"
+	return cfg
+}
+
+// warmupSteps is the steps of the session that warms a mesh up before it
+// is measured.
+const warmupSteps = 5
+
+// sessionStarts are n session.started events, sessions name-0 to name-<n-1>,
+// each with steps tasks and an empty workspace of its own.
+func sessionStarts(dir, name string, n, steps int) ([]events.Envelope, error) {
+	p := prd.PRD{Title: "bench"}
+	for i := range steps {
+		p.Tasks = append(p.Tasks, prd.Task{ID: fmt.Sprintf("T%d", i+1), Title: fmt.Sprintf("task %d", i+1), AcceptanceCriteria: []string{"done"}})
+	}
+	out := make([]events.Envelope, 0, n)
+	for i := range n {
+		session := fmt.Sprintf("%s-%d", name, i)
+		ws := filepath.Join(dir, "workspaces", session)
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		env, err := events.New(events.SessionStarted, session, "", 0, time.Now(), events.SessionStartedData{PRD: p, Workspace: ws})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, env)
+	}
+	return out, nil
+}
+
+// removeState deletes what a run left on the servers: its streams and
+// session index (its Redis keys expire with RALPH_REDIS_TTL).
+func removeState(prefix string, m *mesh.Mesh) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := m.Bus.JetStream()
+	_ = js.DeleteStream(ctx, events.StreamName(prefix))
+	_ = js.DeleteStream(ctx, events.DeadLetterStream(prefix))
+	_ = js.DeleteKeyValue(ctx, sessionindex.Bucket(prefix))
+}
+
+// stepWatch follows the steps of a run on plain NATS subscriptions (the
+// stream's subjects: JetStream delivers every stored event to them too),
+// decoding only the step and time of iteration.requested and
+// iteration.analyzed and the type of session events.
+type stepWatch struct {
+	subs []*nats.Subscription
+	done chan struct{}
+
+	mu        sync.Mutex
+	sessions  int
+	requested map[string]time.Time // session/step
+	steps     []time.Duration
+	analyzed  []time.Time
+	ended     map[string]events.Type
+	failed    []string
+	last      time.Time
+}
+
+func watchSteps(nc *nats.Conn, prefix string, sessions int) (*stepWatch, error) {
+	w := &stepWatch{done: make(chan struct{}), sessions: sessions, requested: map[string]time.Time{}, ended: map[string]events.Type{}}
+	base := prefix + ".s.*.*."
+	for _, subj := range []string{base + string(events.IterationRequested), base + string(events.IterationAnalyzed), base + "session.>"} {
+		sub, err := nc.Subscribe(subj, w.handle)
+		if err != nil {
+			w.stop()
+			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		// A run of 500 sessions publishes fast; the default limits would
+		// drop events and leave the run unfinished.
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			w.stop()
+			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		w.subs = append(w.subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		w.stop()
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	return w, nil
+}
+
+func (w *stepWatch) stop() {
+	for _, s := range w.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// stepFields is what the watch reads of an event.
+type stepFields struct {
+	Type    events.Type `json:"type"`
+	Session string      `json:"session"`
+	Step    int         `json:"step"`
+	Time    time.Time   `json:"time"`
+}
+
+func (w *stepWatch) handle(msg *nats.Msg) {
+	var f stepFields
+	if err := json.Unmarshal(msg.Data, &f); err != nil {
+		return
+	}
+	key := fmt.Sprintf("%s/%d", f.Session, f.Step)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case f.Type == events.IterationRequested:
+		if _, seen := w.requested[key]; !seen {
+			w.requested[key] = f.Time
+		}
+	case f.Type == events.IterationAnalyzed:
+		if at, ok := w.requested[key]; ok {
+			w.steps = append(w.steps, f.Time.Sub(at))
+			w.analyzed = append(w.analyzed, f.Time)
+			delete(w.requested, key)
+			w.last = time.Now()
+		}
+	case f.Type.Terminal():
+		if _, seen := w.ended[f.Session]; seen {
+			return
+		}
+		w.ended[f.Session] = f.Type
+		if f.Type != events.SessionCompleted {
+			w.failed = append(w.failed, f.Session+": "+string(f.Type))
+		}
+		if len(w.ended) == w.sessions {
+			close(w.done)
+		}
+	}
+}
+
+func (w *stepWatch) analyzedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.steps)
+}
+
+func (w *stepWatch) endedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ended)
+}
+
+func (w *stepWatch) lastAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// result is the latency figures of a finished run.
+func (w *stepWatch) result(sessions, steps int) (Result, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := Result{Sessions: sessions, Steps: len(w.steps)}
+	if len(w.failed) > 0 {
+		return r, fmt.Errorf("%d sessions did not complete: %s", len(w.failed), strings.Join(w.failed[:min(5, len(w.failed))], ", "))
+	}
+	if want := sessions * steps; len(w.steps) != want {
+		return r, fmt.Errorf("%d steps analyzed, want %d", len(w.steps), want)
+	}
+	d := slices.Clone(w.steps)
+	slices.Sort(d)
+	r.StepP50, r.StepP99 = percentile(d, 0.50), percentile(d, 0.99)
+	at := slices.Clone(w.analyzed)
+	slices.SortFunc(at, time.Time.Compare)
+	for i := 1; i < len(at); i++ {
+		r.LongestGap = max(r.LongestGap, at[i].Sub(at[i-1]))
+	}
+	return r, nil
+}
+
+// percentile of sorted d (nearest rank).
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, int(p*float64(len(d))))]
+}

@@ -1,0 +1,389 @@
+package tools
+
+// This file is the cached form of Hash: a stat cache per workspace, so that
+// a step re-reads only the files it changed.
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// racyMargin is how much older than the walk that recorded it a file's
+// mtime and ctime must be for its cached digest to be trusted.
+//
+// This is git's "racy git" rule (Documentation/technical/racy-git.txt): a
+// file modified within the timestamp granularity of the moment it was
+// recorded can change again without its stat data changing (same size, same
+// mtime tick, and with os.Chtimes even an old mtime), so git treats an index
+// entry whose mtime is not older than the index file itself as "racily
+// clean" and compares its content instead of trusting the stat data. The
+// margin covers the filesystem's granularity (2 s on FAT, 1 s on some
+// network filesystems, a kernel tick of coarse clock lag on ext4 and tmpfs)
+// and small clock skew with a file server; a file younger than that is
+// re-read on every walk until it ages.
+const racyMargin = 2 * time.Second
+
+// Hasher computes what Hash computes, re-reading only the files whose stat
+// data changed since it last saw them. It keeps, for each workspace root, the
+// size, mtime, ctime, inode, device, mode and content digest of every regular
+// file; a call walks the tree with readdir and lstat only.
+//
+// It is safe for concurrent use: walks of one root are serialised, walks of
+// different roots run in parallel. Memory is bounded by maxFiles cached
+// files across all roots, the least recently hashed roots going first (one
+// root larger than that is still cached, alone).
+type Hasher struct {
+	maxFiles int
+	bufs     sync.Pool // *[]byte, one read buffer per file being hashed
+	now      func() time.Time
+
+	mu    sync.Mutex
+	roots map[string]*list.Element // real root -> element holding *rootCache
+	lru   *list.List               // front: most recently used
+	files int                      // cached files across roots
+
+	// reads counts files whose content was read, for the tests.
+	reads atomic.Int64
+}
+
+// NewHasher returns a Hasher that remembers up to maxFiles files across
+// workspaces (at least one workspace is always remembered whole).
+func NewHasher(maxFiles int) *Hasher {
+	h := &Hasher{maxFiles: maxFiles, now: time.Now, roots: map[string]*list.Element{}, lru: list.New()}
+	h.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	return h
+}
+
+// rootCache is what a Hasher knows of one workspace.
+type rootCache struct {
+	root string
+
+	mu      sync.Mutex // held for a whole walk
+	dirs    map[string]*dirCache
+	order   []*fileEntry // sorted by path; nil after a file came or went
+	digest  string       // of the last walk
+	tag     string       // what the caller named the last walk
+	sum     hash.Hash    // of the record stream
+	file    hash.Hash    // of one file's content
+	gen     uint64
+	files   int  // entries counted in Hasher.files
+	evicted bool // dropped from the Hasher (under Hasher.mu)
+}
+
+// dirCache holds the files of one directory by name, so that a walk looks
+// entries up with the names readdir returns, without building paths.
+type dirCache struct {
+	files map[string]*fileEntry
+	gen   uint64
+}
+
+type fileEntry struct {
+	rel   string // workspace-relative, slash-separated
+	stat  fileStat
+	sum   [sha256.Size]byte
+	racy  bool // the stat data cannot vouch for the content: re-read next walk
+	gen   uint64
+	valid bool // sum holds the content digest
+}
+
+// fileStat is the stat data that, unchanged and not racy, vouches for the
+// content.
+type fileStat struct {
+	size, mtime, ctime int64
+	ino, dev           uint64
+	mode               uint32
+}
+
+func statOf(st *unix.Stat_t) fileStat {
+	return fileStat{
+		size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+		ino: st.Ino, dev: st.Dev, mode: st.Mode,
+	}
+}
+
+// Hash returns Hash(root): the same digest for the same tree, computed by
+// reading only the files whose stat data changed (or was too recent to
+// trust) since the last call for root.
+func (h *Hasher) Hash(root string) (string, error) {
+	return h.HashTagged(root, "")
+}
+
+// HashTagged is Hash, remembering tag as the name of this moment of the
+// workspace (the builder uses session/step) for Tagged.
+func (h *Hasher) HashTagged(root, tag string) (string, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("hashing workspace %q: %w", root, err)
+	}
+	rc := h.cache(real)
+	rc.mu.Lock()
+	digest, err := h.walk(rc)
+	if err != nil {
+		// A failed walk leaves entries of this generation half-updated;
+		// start over next time rather than reason about them.
+		rc.dirs, rc.order, rc.digest, rc.tag = nil, nil, "", ""
+	} else {
+		rc.tag = tag
+	}
+	files := rc.countFiles()
+	rc.mu.Unlock()
+	h.account(rc, files)
+	if err != nil {
+		return "", fmt.Errorf("hashing workspace %q: %w", root, err)
+	}
+	return digest, nil
+}
+
+// Tagged returns the digest of the last walk of root without walking, if
+// that walk was named tag. The builder asks for the digest after the step
+// before, when a step ran no command and wrote nothing.
+func (h *Hasher) Tagged(root, tag string) (string, bool) {
+	if tag == "" {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", false
+	}
+	h.mu.Lock()
+	el, ok := h.roots[real]
+	h.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	rc := el.Value.(*rootCache)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.tag != tag || rc.digest == "" {
+		return "", false
+	}
+	return rc.digest, true
+}
+
+// cache returns root's cache, creating it, and marks it most recently used.
+func (h *Hasher) cache(real string) *rootCache {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if el, ok := h.roots[real]; ok {
+		h.lru.MoveToFront(el)
+		return el.Value.(*rootCache)
+	}
+	rc := &rootCache{root: real, sum: sha256.New(), file: sha256.New()}
+	h.roots[real] = h.lru.PushFront(rc)
+	return rc
+}
+
+// account records that rc now caches files files and evicts the least
+// recently used roots while the total is over the bound.
+func (h *Hasher) account(rc *rootCache, files int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rc.evicted {
+		return
+	}
+	h.files += files - rc.files
+	rc.files = files
+	for h.files > h.maxFiles && h.lru.Len() > 1 {
+		el := h.lru.Back()
+		if el.Value.(*rootCache) == rc {
+			break
+		}
+		old := h.lru.Remove(el).(*rootCache)
+		delete(h.roots, old.root)
+		old.evicted = true
+		h.files -= old.files
+	}
+}
+
+func (rc *rootCache) countFiles() int {
+	n := 0
+	for _, d := range rc.dirs {
+		n += len(d.files)
+	}
+	return n
+}
+
+// walk brings rc up to date with the tree and returns its digest. It holds
+// rc.mu.
+func (h *Hasher) walk(rc *rootCache) (string, error) {
+	if rc.dirs == nil {
+		rc.dirs = map[string]*dirCache{}
+	}
+	rc.gen++
+	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano()}
+	if err := w.dir(rc.root, ""); err != nil {
+		return "", err
+	}
+	// What is no longer there: directories and files this walk did not see.
+	for rel, d := range rc.dirs {
+		if d.gen != rc.gen {
+			delete(rc.dirs, rel)
+			w.structure = true
+			continue
+		}
+		for name, f := range d.files {
+			if f.gen != rc.gen {
+				delete(d.files, name)
+				w.structure = true
+			}
+		}
+	}
+	if w.structure {
+		rc.order = rc.order[:0]
+		for _, d := range rc.dirs {
+			for _, f := range d.files {
+				rc.order = append(rc.order, f)
+			}
+		}
+		slices.SortFunc(rc.order, func(a, b *fileEntry) int { return strings.Compare(a.rel, b.rel) })
+	} else if !w.content && rc.digest != "" {
+		return rc.digest, nil
+	}
+	// The record stream of Hash, byte for byte.
+	sum := rc.sum
+	sum.Reset()
+	var line []byte
+	for _, f := range rc.order {
+		line = append(line[:0], f.rel...)
+		line = append(line, 0)
+		line = hex.AppendEncode(line, f.sum[:])
+		line = append(line, '\n')
+		sum.Write(line)
+	}
+	rc.digest = "sha256:" + hex.EncodeToString(sum.Sum(nil))
+	return rc.digest, nil
+}
+
+// walker is one walk of a root.
+type walker struct {
+	h     *Hasher
+	rc    *rootCache
+	since int64 // stat times at or after this are racy
+	st    unix.Stat_t
+	// structure: a file came or went; content: a cached digest changed.
+	structure, content bool
+}
+
+// dir walks the directory at abs, rel to the root ("" for the root).
+func (w *walker) dir(abs, rel string) error {
+	f, err := os.Open(abs)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	fd := int(f.Fd())
+	dc := w.rc.dirs[rel]
+	if dc == nil {
+		dc = &dirCache{files: map[string]*fileEntry{}}
+		w.rc.dirs[rel] = dc
+	}
+	dc.gen = w.rc.gen
+	var subdirs []string
+	for _, name := range names {
+		if name == ".git" {
+			continue // git bookkeeping, as in Hash
+		}
+		if err := unix.Fstatat(fd, name, &w.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			f.Close()
+			return fmt.Errorf("lstat %s: %w", join(rel, name), err)
+		}
+		switch w.st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			subdirs = append(subdirs, name)
+		case unix.S_IFREG:
+			if err := w.file1(dc, abs, rel, name); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		// Symlinks, sockets, devices and pipes are not content.
+	}
+	f.Close()
+	for _, name := range subdirs {
+		if err := w.dir(filepath.Join(abs, name), join(rel, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// file1 brings the entry of the regular file name, just stat'ed into w.st,
+// up to date.
+func (w *walker) file1(dc *dirCache, abs, rel, name string) error {
+	st := statOf(&w.st)
+	e := dc.files[name]
+	if e == nil {
+		e = &fileEntry{rel: join(rel, name)}
+		dc.files[name] = e
+		w.structure = true
+	}
+	e.gen = w.rc.gen
+	if e.valid && !e.racy && e.stat == st {
+		return nil
+	}
+	sum, err := w.read(filepath.Join(abs, name))
+	if err != nil {
+		return fmt.Errorf("file %s: %w", e.rel, err)
+	}
+	if !e.valid || sum != e.sum {
+		w.content = true
+	}
+	e.sum, e.stat, e.valid = sum, st, true
+	e.racy = st.mtime >= w.since || st.ctime >= w.since
+	return nil
+}
+
+// read returns the SHA-256 of the file at path, reading it through a pooled
+// buffer (io.Copy would take a fresh 32 KiB per file: *os.File's WriteTo
+// falls back to a plain copy for a hash).
+func (w *walker) read(path string) ([sha256.Size]byte, error) {
+	var out [sha256.Size]byte
+	w.h.reads.Add(1)
+	f, err := os.Open(path)
+	if err != nil {
+		return out, err
+	}
+	defer f.Close()
+	sum := w.rc.file
+	sum.Reset()
+	bp := w.h.bufs.Get().(*[]byte)
+	defer w.h.bufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := f.Read(buf)
+		sum.Write(buf[:n])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	sum.Sum(out[:0])
+	return out, nil
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

@@ -123,7 +123,7 @@ func (h *Hasher) Hash(root string) (string, error) {
 }
 
 // HashTagged is Hash, remembering tag as the name of this moment of the
-// workspace (the builder uses session/step) for Tagged.
+// workspace (the builder uses session/task/step) for Carry.
 func (h *Hasher) HashTagged(root, tag string) (string, error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -148,11 +148,12 @@ func (h *Hasher) HashTagged(root, tag string) (string, error) {
 	return digest, nil
 }
 
-// Tagged returns the digest of the last walk of root without walking, if
-// that walk was named tag. The builder asks for the digest after the step
-// before, when a step ran no command and wrote nothing.
-func (h *Hasher) Tagged(root, tag string) (string, bool) {
-	if tag == "" {
+// Carry returns the digest of the last walk of root without walking, if
+// that walk was tagged from, and tags it to as well: the caller vouches that
+// nothing changed the workspace since. The builder carries the digest of the
+// step before to a step that ran no command and wrote nothing.
+func (h *Hasher) Carry(root, from, to string) (string, bool) {
+	if from == "" {
 		return "", false
 	}
 	real, err := filepath.EvalSymlinks(root)
@@ -168,9 +169,10 @@ func (h *Hasher) Tagged(root, tag string) (string, bool) {
 	rc := el.Value.(*rootCache)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.tag != tag || rc.digest == "" {
+	if rc.tag != from || rc.digest == "" {
 		return "", false
 	}
+	rc.tag = to
 	return rc.digest, true
 }
 

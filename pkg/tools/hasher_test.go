@@ -248,32 +248,38 @@ func TestHasherReadsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
-func TestHasherTagged(t *testing.T) {
+func TestHasherCarry(t *testing.T) {
 	root := t.TempDir()
 	mustWrite(t, filepath.Join(root, "a"), "a")
 	h := NewHasher(100)
-	if _, ok := h.Tagged(root, "s/1"); ok {
+	if _, ok := h.Carry(root, "s/1", "s/2"); ok {
 		t.Fatal("a digest before any walk")
 	}
 	d1, err := h.HashTagged(root, "s/1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := h.Tagged(root, "s/1"); !ok || got != d1 {
-		t.Errorf("Tagged(s/1) = %q, %v; want %q", got, ok, d1)
+	if _, ok := h.Carry(root, "s/0", "s/2"); ok {
+		t.Error("carried a digest from a tag never given")
 	}
-	if _, ok := h.Tagged(root, "s/0"); ok {
-		t.Error("a digest under a tag never given")
+	if got, ok := h.Carry(root, "s/1", "s/2"); !ok || got != d1 {
+		t.Errorf("Carry(s/1, s/2) = %q, %v; want %q", got, ok, d1)
+	}
+	if got, ok := h.Carry(root, "s/2", "s/3"); !ok || got != d1 {
+		t.Errorf("Carry(s/2, s/3) = %q, %v; want %q, carried on", got, ok, d1)
+	}
+	if _, ok := h.Carry(root, "s/1", "s/4"); ok {
+		t.Error("carried from a tag already moved on")
 	}
 	mustWrite(t, filepath.Join(root, "b"), "b")
-	if _, err := h.HashTagged(root, "s/2"); err != nil {
+	if _, err := h.Hash(root); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := h.Tagged(root, "s/1"); ok {
-		t.Error("the digest of an older walk under its tag")
+	if _, ok := h.Carry(root, "s/3", "s/4"); ok {
+		t.Error("carried the tag of a walk older than the last one")
 	}
-	if _, ok := h.Tagged(root, ""); ok {
-		t.Error("a digest for the empty tag")
+	if _, ok := h.Carry(root, "", "s/4"); ok {
+		t.Error("carried from the empty tag of an untagged walk")
 	}
 }
 

@@ -7,10 +7,8 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,8 +54,9 @@ type Hasher struct {
 	lru   *list.List               // front: most recently used
 	files int                      // cached files across roots
 
-	// reads counts files whose content was read, for the tests.
-	reads atomic.Int64
+	// reads counts files whose content was read, lists directories whose
+	// entries were read, for the tests.
+	reads, lists atomic.Int64
 }
 
 // NewHasher returns a Hasher that remembers up to maxFiles files across
@@ -84,11 +83,18 @@ type rootCache struct {
 	evicted bool // dropped from the Hasher (under Hasher.mu)
 }
 
-// dirCache holds the files of one directory by name, so that a walk looks
-// entries up with the names readdir returns, without building paths.
+// dirCache is what a Hasher knows of one directory: its files by name, so
+// that a walk looks entries up with the names readdir returns without
+// building paths, and its listing. A directory's mtime and ctime change when
+// an entry is added, removed or renamed in it, so while its stat data stays
+// the same (and is not racy) the listing stands and readdir is skipped, as
+// git's untracked cache does; the entries are still lstat'ed one by one.
 type dirCache struct {
 	files map[string]*fileEntry
 	gen   uint64
+	stat  fileStat
+	racy  bool
+	names []string // the listing, .git left out; nil when not listed yet
 }
 
 type fileEntry struct {
@@ -227,7 +233,16 @@ func (h *Hasher) walk(rc *rootCache) (string, error) {
 	}
 	rc.gen++
 	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano()}
-	if err := w.dir(rc.root, ""); err != nil {
+	fd, err := unix.Open(rc.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: rc.root, Err: err}
+	}
+	err = unix.Fstat(fd, &w.st)
+	if err == nil {
+		err = w.dir(fd, "", statOf(&w.st))
+	}
+	unix.Close(fd)
+	if err != nil {
 		return "", err
 	}
 	// What is no longer there: directories and files this walk did not see.
@@ -276,60 +291,89 @@ type walker struct {
 	rc    *rootCache
 	since int64 // stat times at or after this are racy
 	st    unix.Stat_t
+	dents []byte // getdents buffer
 	// structure: a file came or went; content: a cached digest changed.
 	structure, content bool
 }
 
-// dir walks the directory at abs, rel to the root ("" for the root).
-func (w *walker) dir(abs, rel string) error {
-	f, err := os.Open(abs)
-	if err != nil {
-		return err
-	}
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	fd := int(f.Fd())
+func (w *walker) racy(st fileStat) bool { return st.mtime >= w.since || st.ctime >= w.since }
+
+// dir walks the directory open as fd, rel to the root ("" for the root),
+// whose stat data is st.
+func (w *walker) dir(fd int, rel string, st fileStat) error {
 	dc := w.rc.dirs[rel]
 	if dc == nil {
 		dc = &dirCache{files: map[string]*fileEntry{}}
 		w.rc.dirs[rel] = dc
 	}
 	dc.gen = w.rc.gen
-	var subdirs []string
-	for _, name := range names {
-		if name == ".git" {
-			continue // git bookkeeping, as in Hash
+	if dc.names == nil || dc.racy || dc.stat != st {
+		names, err := w.list(fd)
+		if err != nil {
+			return fmt.Errorf("read directory %s: %w", rel, err)
 		}
+		dc.names, dc.stat, dc.racy = names, st, w.racy(st)
+	}
+	var subdirs []string
+	for _, name := range dc.names {
 		if err := unix.Fstatat(fd, name, &w.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			f.Close()
 			return fmt.Errorf("lstat %s: %w", join(rel, name), err)
 		}
 		switch w.st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			subdirs = append(subdirs, name)
 		case unix.S_IFREG:
-			if err := w.file1(dc, abs, rel, name); err != nil {
-				f.Close()
+			if err := w.file1(dc, fd, rel, name); err != nil {
 				return err
 			}
 		}
 		// Symlinks, sockets, devices and pipes are not content.
 	}
-	f.Close()
 	for _, name := range subdirs {
-		if err := w.dir(filepath.Join(abs, name), join(rel, name)); err != nil {
+		sub := join(rel, name)
+		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open directory %s: %w", sub, err)
+		}
+		err = unix.Fstat(cfd, &w.st)
+		if err == nil {
+			err = w.dir(cfd, sub, statOf(&w.st))
+		}
+		unix.Close(cfd)
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// file1 brings the entry of the regular file name, just stat'ed into w.st,
-// up to date.
-func (w *walker) file1(dc *dirCache, abs, rel, name string) error {
+// list returns the names in the directory open as fd, .git left out (git
+// bookkeeping, as in Hash).
+func (w *walker) list(fd int) ([]string, error) {
+	w.h.lists.Add(1)
+	if w.dents == nil {
+		w.dents = make([]byte, 32<<10)
+	}
+	names := []string{}
+	for {
+		n, err := unix.Getdents(fd, w.dents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(w.dents[:n], -1, names)
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return n == ".git" }), nil
+}
+
+// file1 brings the entry of the regular file name in the directory open as
+// fd, just lstat'ed into w.st, up to date.
+func (w *walker) file1(dc *dirCache, fd int, rel, name string) error {
 	st := statOf(&w.st)
 	e := dc.files[name]
 	if e == nil {
@@ -341,7 +385,7 @@ func (w *walker) file1(dc *dirCache, abs, rel, name string) error {
 	if e.valid && !e.racy && e.stat == st {
 		return nil
 	}
-	sum, err := w.read(filepath.Join(abs, name))
+	sum, err := w.read(fd, name)
 	if err != nil {
 		return fmt.Errorf("file %s: %w", e.rel, err)
 	}
@@ -349,35 +393,40 @@ func (w *walker) file1(dc *dirCache, abs, rel, name string) error {
 		w.content = true
 	}
 	e.sum, e.stat, e.valid = sum, st, true
-	e.racy = st.mtime >= w.since || st.ctime >= w.since
+	e.racy = w.racy(st)
 	return nil
 }
 
-// read returns the SHA-256 of the file at path, reading it through a pooled
-// buffer (io.Copy would take a fresh 32 KiB per file: *os.File's WriteTo
-// falls back to a plain copy for a hash).
-func (w *walker) read(path string) ([sha256.Size]byte, error) {
+// read returns the SHA-256 of the file name in the directory open as dirfd,
+// reading it through a pooled buffer (io.Copy would take a fresh 32 KiB per
+// file: *os.File's WriteTo falls back to a plain copy for a hash).
+func (w *walker) read(dirfd int, name string) ([sha256.Size]byte, error) {
 	var out [sha256.Size]byte
 	w.h.reads.Add(1)
-	f, err := os.Open(path)
+	// O_NONBLOCK: should a fifo have taken the file's place since the
+	// lstat, the open must not wait for a writer.
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return out, err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	sum := w.rc.file
 	sum.Reset()
 	bp := w.h.bufs.Get().(*[]byte)
 	defer w.h.bufs.Put(bp)
 	buf := *bp
 	for {
-		n, err := f.Read(buf)
-		sum.Write(buf[:n])
-		if errors.Is(err, io.EOF) {
-			break
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
 		}
 		if err != nil {
 			return out, err
 		}
+		if n <= 0 {
+			break
+		}
+		sum.Write(buf[:n])
 	}
 	sum.Sum(out[:0])
 	return out, nil

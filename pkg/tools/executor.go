@@ -48,7 +48,7 @@ type Options struct {
 	// HashCacheFiles bounds the builder's workspace check (Hasher): how
 	// many files' stat data and digests it remembers across workspaces,
 	// the least recently checked workspace forgotten first.
-	HashCacheFiles int `split_words:"true" default:"250000" desc:"files whose stat data and digest the workspace check remembers across workspaces (about 150 bytes each), to re-read only what changed"`
+	HashCacheFiles int `split_words:"true" default:"200000" desc:"files whose stat data and digest the workspace check remembers across workspaces (about 250 bytes each), to re-read only what changed"`
 	// Shell runs commands as Shell -c COMMAND.
 	Shell string `ignored:"true"`
 	// Env holds extra KEY=VALUE entries for run, on top of the small

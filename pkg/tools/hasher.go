@@ -73,7 +73,7 @@ type rootCache struct {
 
 	mu      sync.Mutex // held for a whole walk
 	dirs    map[string]*dirCache
-	order   []*fileEntry // sorted by path; nil after a file came or went
+	order   []*fileEntry // sorted by path, rebuilt when a file came or went
 	digest  string       // of the last walk
 	tag     string       // what the caller named the last walk
 	sum     hash.Hash    // of the record stream

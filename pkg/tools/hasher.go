@@ -46,7 +46,7 @@ const racyMargin = 2 * time.Second
 // root larger than that is still cached, alone).
 type Hasher struct {
 	maxFiles int
-	bufs     sync.Pool // *[]byte, one read buffer per file being hashed
+	bufs     sync.Pool // *[]byte: 32 KiB for reading a file or a directory
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -291,7 +291,6 @@ type walker struct {
 	rc    *rootCache
 	since int64 // stat times at or after this are racy
 	st    unix.Stat_t
-	dents []byte // getdents buffer
 	// structure: a file came or went; content: a cached digest changed.
 	structure, content bool
 }
@@ -351,12 +350,12 @@ func (w *walker) dir(fd int, rel string, st fileStat) error {
 // bookkeeping, as in Hash).
 func (w *walker) list(fd int) ([]string, error) {
 	w.h.lists.Add(1)
-	if w.dents == nil {
-		w.dents = make([]byte, 32<<10)
-	}
+	bp := w.h.bufs.Get().(*[]byte)
+	defer w.h.bufs.Put(bp)
+	dents := *bp
 	names := []string{}
 	for {
-		n, err := unix.Getdents(fd, w.dents)
+		n, err := unix.Getdents(fd, dents)
 		if err == unix.EINTR {
 			continue
 		}
@@ -366,7 +365,7 @@ func (w *walker) list(fd int) ([]string, error) {
 		if n <= 0 {
 			break
 		}
-		_, _, names = unix.ParseDirent(w.dents[:n], -1, names)
+		_, _, names = unix.ParseDirent(dents[:n], -1, names)
 	}
 	return slices.DeleteFunc(names, func(n string) bool { return n == ".git" }), nil
 }

@@ -377,6 +377,25 @@ func TestHasherConcurrent(t *testing.T) {
 	}
 }
 
+func TestHasherSymlinkedRoot(t *testing.T) {
+	tr := newRandomTree(t, 7, 10)
+	link := filepath.Join(t.TempDir(), "link")
+	mustSymlink(t, tr.root, link)
+	h := NewHasher(100)
+	if got, want := mustHasher(t, h, link), mustHash(t, tr.root); got != want {
+		t.Errorf("through a symlink: Hasher %s, Hash of the real root %s", got, want)
+	}
+	tr.write(tr.newPath(), "more")
+	if got, want := mustHasher(t, h, tr.root), mustHash(t, link); got != want {
+		t.Errorf("the real root after a change: Hasher %s, Hash through the symlink %s", got, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lru.Len() != 1 {
+		t.Errorf("%d roots cached for one workspace reached two ways, want 1", h.lru.Len())
+	}
+}
+
 func TestHasherErrors(t *testing.T) {
 	h := NewHasher(10)
 	if _, err := h.Hash(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "missing") {

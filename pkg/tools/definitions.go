@@ -20,6 +20,13 @@ const (
 	ReadArtifact = "read_artifact"
 )
 
+// Mutates reports whether a call of the tool named name can change the
+// workspace: run, whose effects are unknown, and the tools that write. A
+// step that called none of them leaves the workspace as it found it.
+func Mutates(name string) bool {
+	return name == Run || name == WriteFile || name == EditFile
+}
+
 // param describes one argument of a tool. The same description drives both
 // the JSON schema sent to the model and the validation of what comes back,
 // so the two cannot drift apart.

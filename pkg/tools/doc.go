@@ -2,7 +2,8 @@
 // definitions offered to the model, the executor that runs one tool call
 // against a workspace directory, the confinement rule that keeps every path
 // inside that directory, and the workspace fingerprint (Hash) the builder
-// compares between iterations.
+// compares between iterations, with its stat-cached form (Hasher) that
+// re-reads only the files that changed.
 //
 // It is also the one home of the wording the model sees of tools, which the
 // other services import rather than restate: the tool names (ReadFile, Run,

@@ -45,6 +45,10 @@ type Options struct {
 	// page. The builder sets it to its inline limit, so that a page enters
 	// the context whole; 0 leaves reads unbounded.
 	PageBytes int `ignored:"true"`
+	// HashCacheFiles bounds the builder's workspace check (Hasher): how
+	// many files' stat data and digests it remembers across workspaces,
+	// the least recently checked workspace forgotten first.
+	HashCacheFiles int `split_words:"true" default:"200000" desc:"files whose stat data and digest the workspace check remembers across workspaces (about 250 bytes each), to re-read only what changed"`
 	// Shell runs commands as Shell -c COMMAND.
 	Shell string `ignored:"true"`
 	// Env holds extra KEY=VALUE entries for run, on top of the small
@@ -61,6 +65,7 @@ func (o Options) Validate() error {
 	return settings.Join(
 		settings.Check(o.ShellTimeout > 0, "ShellTimeout", o.ShellTimeout, "must be positive"),
 		settings.Check(o.OutputCap >= 1, "OutputCap", o.OutputCap, "must be at least 1"),
+		settings.Check(o.HashCacheFiles >= 1, "HashCacheFiles", o.HashCacheFiles, "must be at least 1"),
 	)
 }
 

@@ -119,6 +119,9 @@ type Service struct {
 	// measure sizes a task's first request, to refuse a task that cannot
 	// fit in the model's window.
 	measure Measure
+	// hasher is the workspace check's stat cache, shared by the sessions
+	// this replica runs.
+	hasher *tools.Hasher
 }
 
 // New builds the service; zero Config fields take their defaults.
@@ -127,7 +130,8 @@ func New(d Deps) *Service {
 		d.Clock = time.Now
 	}
 	settings.FillZero(&d.Config)
-	return &Service{d: d, measure: Measurer(d.Tokens, d.Config.MaxTokens).WithMemory(MemoryRoom(d.Tokens, d.Config.Memory))}
+	return &Service{d: d, measure: Measurer(d.Tokens, d.Config.MaxTokens).WithMemory(MemoryRoom(d.Tokens, d.Config.Memory)),
+		hasher: tools.NewHasher(d.Config.HashCacheFiles)}
 }
 
 // Run consumes the builder's events, supervises the dead letters of every
@@ -592,7 +596,7 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 		return events.IterationRecord{}, err
 	}
 	rec.ContextTokens = units.Total(ctxUnits) + units.Total(newUnits)
-	if rec.WorkspaceHash, err = tools.Hash(ws.Root()); err != nil {
+	if rec.WorkspaceHash, err = s.workspaceHash(ws.Root(), env.Session, t.ID, env.Step, reply.Calls); err != nil {
 		return events.IterationRecord{}, fmt.Errorf("hash workspace: %w", err)
 	}
 	rec, err = boundRecord(ctx, rec, s.d.Config.InlineOutputBytes, RecordBudget(s.d.Bus.MaxPayload()),
@@ -604,6 +608,22 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 		return rec, bus.Permanent(err)
 	}
 	return rec, err
+}
+
+// workspaceHash is tools.Hash of the workspace as step left it. A step
+// that ran no command and wrote nothing cannot have changed it: when this
+// replica hashed the step before of the same task, that digest stands
+// without a walk. Otherwise the hasher re-reads only the files whose stat
+// data changed. (Writes between steps by others, such as the critic's verify
+// command, show in the next step that walks.)
+func (s *Service) workspaceHash(root, session, task string, step int, calls []units.Call) (string, error) {
+	tag := func(step int) string { return fmt.Sprintf("%s/%s/%d", session, task, step) }
+	if !slices.ContainsFunc(calls, func(c units.Call) bool { return tools.Mutates(c.Name) }) {
+		if digest, ok := s.hasher.Carry(root, tag(step-1), tag(step)); ok {
+			return digest, nil
+		}
+	}
+	return s.hasher.HashTagged(root, tag(step))
 }
 
 // runTool executes call i of the step, or replays its journaled result. A

@@ -1,0 +1,439 @@
+package tools
+
+// This file is the cached form of Hash: a stat cache per workspace, so that
+// a step re-reads only the files it changed.
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// racyMargin is how much older than the walk that recorded it a file's
+// mtime and ctime must be for its cached digest to be trusted.
+//
+// This is git's "racy git" rule (Documentation/technical/racy-git.txt): a
+// file modified within the timestamp granularity of the moment it was
+// recorded can change again without its stat data changing (same size, same
+// mtime tick, and with os.Chtimes even an old mtime), so git treats an index
+// entry whose mtime is not older than the index file itself as "racily
+// clean" and compares its content instead of trusting the stat data. The
+// margin covers the filesystem's granularity (2 s on FAT, 1 s on some
+// network filesystems, a kernel tick of coarse clock lag on ext4 and tmpfs)
+// and small clock skew with a file server; a file younger than that is
+// re-read on every walk until it ages.
+const racyMargin = 2 * time.Second
+
+// Hasher computes what Hash computes, re-reading only the files whose stat
+// data changed since it last saw them. It keeps, for each workspace root, the
+// size, mtime, ctime, inode, device, mode and content digest of every regular
+// file; a call walks the tree with readdir and lstat only.
+//
+// It is safe for concurrent use: walks of one root are serialised, walks of
+// different roots run in parallel. Memory is bounded by maxFiles cached
+// files across all roots, the least recently hashed roots going first (one
+// root larger than that is still cached, alone).
+type Hasher struct {
+	maxFiles int
+	bufs     sync.Pool // *[]byte: 32 KiB for reading a file or a directory
+	now      func() time.Time
+
+	mu    sync.Mutex
+	roots map[string]*list.Element // real root -> element holding *rootCache
+	lru   *list.List               // front: most recently used
+	files int                      // cached files across roots
+
+	// reads counts files whose content was read, lists directories whose
+	// entries were read, for the tests.
+	reads, lists atomic.Int64
+}
+
+// NewHasher returns a Hasher that remembers up to maxFiles files across
+// workspaces (at least one workspace is always remembered whole).
+func NewHasher(maxFiles int) *Hasher {
+	h := &Hasher{maxFiles: maxFiles, now: time.Now, roots: map[string]*list.Element{}, lru: list.New()}
+	h.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
+	return h
+}
+
+// rootCache is what a Hasher knows of one workspace.
+type rootCache struct {
+	root string
+
+	mu      sync.Mutex // held for a whole walk
+	dirs    map[string]*dirCache
+	order   []*fileEntry // sorted by path, rebuilt when a file came or went
+	digest  string       // of the last walk
+	tag     string       // what the caller named the last walk
+	sum     hash.Hash    // of the record stream
+	file    hash.Hash    // of one file's content
+	gen     uint64
+	files   int  // entries counted in Hasher.files
+	evicted bool // dropped from the Hasher (under Hasher.mu)
+}
+
+// dirCache is what a Hasher knows of one directory: its files by name, so
+// that a walk looks entries up with the names readdir returns without
+// building paths, and its listing. A directory's mtime and ctime change when
+// an entry is added, removed or renamed in it, so while its stat data stays
+// the same (and is not racy) the listing stands and readdir is skipped, as
+// git's untracked cache does; the entries are still lstat'ed one by one.
+type dirCache struct {
+	files map[string]*fileEntry
+	gen   uint64
+	stat  fileStat
+	racy  bool
+	names []string // the listing, .git left out; nil when not listed yet
+}
+
+type fileEntry struct {
+	rel   string // workspace-relative, slash-separated
+	stat  fileStat
+	sum   [sha256.Size]byte
+	racy  bool // the stat data cannot vouch for the content: re-read next walk
+	gen   uint64
+	valid bool // sum holds the content digest
+}
+
+// fileStat is the stat data that, unchanged and not racy, vouches for the
+// content.
+type fileStat struct {
+	size, mtime, ctime int64
+	ino, dev           uint64
+	mode               uint32
+}
+
+func statOf(st *unix.Stat_t) fileStat {
+	return fileStat{
+		size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+		ino: st.Ino, dev: st.Dev, mode: st.Mode,
+	}
+}
+
+// Hash returns Hash(root): the same digest for the same tree, computed by
+// reading only the files whose stat data changed (or was too recent to
+// trust) since the last call for root.
+func (h *Hasher) Hash(root string) (string, error) {
+	return h.HashTagged(root, "")
+}
+
+// HashTagged is Hash, remembering tag as the name of this moment of the
+// workspace (the builder uses session/task/step) for Carry.
+func (h *Hasher) HashTagged(root, tag string) (string, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("hashing workspace %q: %w", root, err)
+	}
+	rc := h.cache(real)
+	rc.mu.Lock()
+	digest, err := h.walk(rc)
+	if err != nil {
+		// A failed walk leaves entries of this generation half-updated;
+		// start over next time rather than reason about them.
+		rc.dirs, rc.order, rc.digest, rc.tag = nil, nil, "", ""
+	} else {
+		rc.tag = tag
+	}
+	files := rc.countFiles()
+	rc.mu.Unlock()
+	h.account(rc, files)
+	if err != nil {
+		return "", fmt.Errorf("hashing workspace %q: %w", root, err)
+	}
+	return digest, nil
+}
+
+// Carry returns the digest of the last walk of root without walking, if
+// that walk was tagged from, and tags it to as well: the caller vouches that
+// nothing changed the workspace since. The builder carries the digest of the
+// step before to a step that ran no command and wrote nothing.
+func (h *Hasher) Carry(root, from, to string) (string, bool) {
+	if from == "" {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", false
+	}
+	h.mu.Lock()
+	el, ok := h.roots[real]
+	h.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	rc := el.Value.(*rootCache)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.tag != from || rc.digest == "" {
+		return "", false
+	}
+	rc.tag = to
+	return rc.digest, true
+}
+
+// cache returns root's cache, creating it, and marks it most recently used.
+func (h *Hasher) cache(real string) *rootCache {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if el, ok := h.roots[real]; ok {
+		h.lru.MoveToFront(el)
+		return el.Value.(*rootCache)
+	}
+	rc := &rootCache{root: real, sum: sha256.New(), file: sha256.New()}
+	h.roots[real] = h.lru.PushFront(rc)
+	return rc
+}
+
+// account records that rc now caches files files and evicts the least
+// recently used roots while the total is over the bound.
+func (h *Hasher) account(rc *rootCache, files int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rc.evicted {
+		return
+	}
+	h.files += files - rc.files
+	rc.files = files
+	for h.files > h.maxFiles && h.lru.Len() > 1 {
+		el := h.lru.Back()
+		if el.Value.(*rootCache) == rc {
+			break
+		}
+		old := h.lru.Remove(el).(*rootCache)
+		delete(h.roots, old.root)
+		old.evicted = true
+		h.files -= old.files
+	}
+}
+
+func (rc *rootCache) countFiles() int {
+	n := 0
+	for _, d := range rc.dirs {
+		n += len(d.files)
+	}
+	return n
+}
+
+// walk brings rc up to date with the tree and returns its digest. It holds
+// rc.mu.
+func (h *Hasher) walk(rc *rootCache) (string, error) {
+	if rc.dirs == nil {
+		rc.dirs = map[string]*dirCache{}
+	}
+	rc.gen++
+	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano()}
+	fd, err := unix.Open(rc.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: rc.root, Err: err}
+	}
+	err = unix.Fstat(fd, &w.st)
+	if err == nil {
+		err = w.dir(fd, "", statOf(&w.st))
+	}
+	unix.Close(fd)
+	if err != nil {
+		return "", err
+	}
+	// What is no longer there: directories and files this walk did not see.
+	for rel, d := range rc.dirs {
+		if d.gen != rc.gen {
+			delete(rc.dirs, rel)
+			w.structure = true
+			continue
+		}
+		for name, f := range d.files {
+			if f.gen != rc.gen {
+				delete(d.files, name)
+				w.structure = true
+			}
+		}
+	}
+	if w.structure {
+		rc.order = rc.order[:0]
+		for _, d := range rc.dirs {
+			for _, f := range d.files {
+				rc.order = append(rc.order, f)
+			}
+		}
+		slices.SortFunc(rc.order, func(a, b *fileEntry) int { return strings.Compare(a.rel, b.rel) })
+	} else if !w.content && rc.digest != "" {
+		return rc.digest, nil
+	}
+	// The record stream of Hash, byte for byte.
+	sum := rc.sum
+	sum.Reset()
+	var line []byte
+	for _, f := range rc.order {
+		line = append(line[:0], f.rel...)
+		line = append(line, 0)
+		line = hex.AppendEncode(line, f.sum[:])
+		line = append(line, '\n')
+		sum.Write(line)
+	}
+	rc.digest = "sha256:" + hex.EncodeToString(sum.Sum(nil))
+	return rc.digest, nil
+}
+
+// walker is one walk of a root.
+type walker struct {
+	h     *Hasher
+	rc    *rootCache
+	since int64 // stat times at or after this are racy
+	st    unix.Stat_t
+	// structure: a file came or went; content: a cached digest changed.
+	structure, content bool
+}
+
+func (w *walker) racy(st fileStat) bool { return st.mtime >= w.since || st.ctime >= w.since }
+
+// dir walks the directory open as fd, rel to the root ("" for the root),
+// whose stat data is st.
+func (w *walker) dir(fd int, rel string, st fileStat) error {
+	dc := w.rc.dirs[rel]
+	if dc == nil {
+		dc = &dirCache{files: map[string]*fileEntry{}}
+		w.rc.dirs[rel] = dc
+	}
+	dc.gen = w.rc.gen
+	if dc.names == nil || dc.racy || dc.stat != st {
+		names, err := w.list(fd)
+		if err != nil {
+			return fmt.Errorf("read directory %s: %w", rel, err)
+		}
+		dc.names, dc.stat, dc.racy = names, st, w.racy(st)
+	}
+	var subdirs []string
+	for _, name := range dc.names {
+		if err := unix.Fstatat(fd, name, &w.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("lstat %s: %w", join(rel, name), err)
+		}
+		switch w.st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			subdirs = append(subdirs, name)
+		case unix.S_IFREG:
+			if err := w.file1(dc, fd, rel, name); err != nil {
+				return err
+			}
+		}
+		// Symlinks, sockets, devices and pipes are not content.
+	}
+	for _, name := range subdirs {
+		sub := join(rel, name)
+		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open directory %s: %w", sub, err)
+		}
+		err = unix.Fstat(cfd, &w.st)
+		if err == nil {
+			err = w.dir(cfd, sub, statOf(&w.st))
+		}
+		unix.Close(cfd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list returns the names in the directory open as fd, .git left out (git
+// bookkeeping, as in Hash).
+func (w *walker) list(fd int) ([]string, error) {
+	w.h.lists.Add(1)
+	bp := w.h.bufs.Get().(*[]byte)
+	defer w.h.bufs.Put(bp)
+	dents := *bp
+	names := []string{}
+	for {
+		n, err := unix.Getdents(fd, dents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(dents[:n], -1, names)
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return n == ".git" }), nil
+}
+
+// file1 brings the entry of the regular file name in the directory open as
+// fd, just lstat'ed into w.st, up to date.
+func (w *walker) file1(dc *dirCache, fd int, rel, name string) error {
+	st := statOf(&w.st)
+	e := dc.files[name]
+	if e == nil {
+		e = &fileEntry{rel: join(rel, name)}
+		dc.files[name] = e
+		w.structure = true
+	}
+	e.gen = w.rc.gen
+	if e.valid && !e.racy && e.stat == st {
+		return nil
+	}
+	sum, err := w.read(fd, name)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", e.rel, err)
+	}
+	if !e.valid || sum != e.sum {
+		w.content = true
+	}
+	e.sum, e.stat, e.valid = sum, st, true
+	e.racy = w.racy(st)
+	return nil
+}
+
+// read returns the SHA-256 of the file name in the directory open as dirfd,
+// reading it through a pooled buffer (io.Copy would take a fresh 32 KiB per
+// file: *os.File's WriteTo falls back to a plain copy for a hash).
+func (w *walker) read(dirfd int, name string) ([sha256.Size]byte, error) {
+	var out [sha256.Size]byte
+	w.h.reads.Add(1)
+	// O_NONBLOCK: should a fifo have taken the file's place since the
+	// lstat, the open must not wait for a writer.
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return out, err
+	}
+	defer unix.Close(fd)
+	sum := w.rc.file
+	sum.Reset()
+	bp := w.h.bufs.Get().(*[]byte)
+	defer w.h.bufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if n <= 0 {
+			break
+		}
+		sum.Write(buf[:n])
+	}
+	sum.Sum(out[:0])
+	return out, nil
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

@@ -354,6 +354,7 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 		// asked for that append it (a model may ask again: after a prune
 		// its context has fewer turns) and those reported to have run.
 		asked, ran := map[string]int{}, map[string]int{}
+		interrupted := 0
 		for i, env := range got {
 			switch {
 			case env.Type.Terminal():
@@ -372,6 +373,9 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 						if c.ExitCode == 0 {
 							ran[l]++
 						}
+						if strings.Contains(c.Error, "interrupted") {
+							interrupted++
+						}
 					}
 				}
 			case env.Type == events.CritiqueRequested:
@@ -387,8 +391,8 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 		for _, n := range asked {
 			again += n - 1
 		}
-		fmt.Printf("chaos: %s: %s; %d commands asked for, %d of them asked again by the model (ralph run exit %d)\n",
-			id, outcome, len(asked), again, run.code)
+		fmt.Printf("chaos: %s: %s; %d commands asked for, %d asked again by the model, %d reported interrupted (ralph run exit %d)\n",
+			id, outcome, len(asked), again, interrupted, run.code)
 		if want := map[bool]int{true: 0, false: 1}[end.Type == events.SessionCompleted]; run.code != want {
 			t.Errorf("%s ended with %s but `ralph run` exited %d, want %d:\n%s", id, end.Type, run.code, want, run.output())
 		}

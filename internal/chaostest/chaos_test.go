@@ -272,6 +272,17 @@ func TestChaos(t *testing.T) {
 		workspaces = append(workspaces, ws)
 	}
 
+	// A failure shows what each process said last (the directory goes
+	// with the test).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range append(runs, services["builder"], services["critic"], services["stuckdetector"]) {
+			t.Logf("%s, the end of its output:\n%s", p.name, tail(p.output(), 40))
+		}
+	})
+
 	// countLines is the number of lines of name in every workspace.
 	countLines := func(name string) int {
 		n := 0
@@ -294,11 +305,22 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	// inFlight holds, as "session file line", the last line of each
+	// workspace's file when the service that runs its commands was killed:
+	// the only commands that may be reported interrupted.
+	inFlight := map[string]bool{}
+	killing := func(name string) {
+		for i, ws := range workspaces {
+			if ls := lines(filepath.Join(ws, name)); len(ls) > 0 {
+				inFlight[fmt.Sprintf("%s %s %s", runs[i].name[len("run-"):], name, ls[len(ls)-1])] = true
+			}
+		}
+	}
 	builder, critic := services["builder"], services["critic"]
 	faults := []fault{
-		{"builder SIGKILL", "chaos.log", func() { builder.kill(); time.Sleep(time.Second); builder.start() }},
-		{"critic SIGKILL", "verify.log", func() { critic.kill(); time.Sleep(time.Second); critic.start() }},
-		{fmt.Sprintf("redis down %s", redisDown), "chaos.log", func() { redisSrv.Stop(); time.Sleep(redisDown); redisSrv.Start() }},
+		{"builder SIGKILL", "chaos.log", func() { killing("chaos.log"); builder.kill(); time.Sleep(time.Second); builder.start() }},
+		{"critic SIGKILL", "verify.log", func() { killing("verify.log"); critic.kill(); time.Sleep(time.Second); critic.start() }},
+		{fmt.Sprintf("redis down %.0fs", redisDown.Seconds()), "chaos.log", func() { redisSrv.Stop(); time.Sleep(redisDown); redisSrv.Start() }},
 		{"nats graceful restart (SIGTERM)", "chaos.log", func() { natsSrv.Restart(2 * time.Second) }},
 		{"nats hard restart (SIGKILL)", "chaos.log", func() { natsSrv.Kill(2 * time.Second) }},
 	}
@@ -332,14 +354,16 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	checkInvariants(ctx, t, b, runs, workspaces)
+	checkInvariants(ctx, t, b, runs, workspaces, inFlight)
 	checkPayloads(ctx, t, nc, prefix)
 }
 
 // checkInvariants checks each session after the chaos: it ended with a
-// reason, `ralph run` exited with its outcome, no command ran twice and
-// the stream holds every step once.
-func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc, workspaces []string) {
+// reason, `ralph run` exited with its outcome, no command ran twice, only a
+// command in flight when its service was killed is reported interrupted
+// (not one that finished while Redis or NATS was away), and the stream
+// holds every step once.
+func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc, workspaces []string, inFlight map[string]bool) {
 	t.Helper()
 	for i, run := range runs {
 		id := fmt.Sprintf("chaos-%d", i+1)
@@ -375,11 +399,23 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 						}
 						if strings.Contains(c.Error, "interrupted") {
 							interrupted++
+							if !inFlight[fmt.Sprintf("%s chaos.log %s", id, l)] {
+								t.Errorf("%s: %q is reported interrupted, but it was not in flight when the builder was killed; the session:\n%s", id, l, timeline(got))
+							}
 						}
 					}
 				}
 			case env.Type == events.CritiqueRequested:
 				critiques[env.Task]++
+			case env.Type == events.CritiqueCompleted:
+				var d events.CritiqueCompletedData
+				if err := env.Decode(&d); err != nil {
+					t.Fatalf("%s: %s: %v", id, env.ID, err)
+				}
+				if d.Verify != nil && strings.Contains(d.Verify.Output, "interrupted") && !inFlight[fmt.Sprintf("%s verify.log verify %s", id, d.TaskID)] {
+					t.Errorf("%s: the verify of %s at step %d is reported interrupted, but it was not in flight when the critic was killed; the session:\n%s",
+						id, d.TaskID, env.Step, timeline(got))
+				}
 			}
 		}
 		if end == nil {
@@ -401,17 +437,24 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 				t.Errorf("%s: replay holds iteration.completed of %s %d times", id, step, n)
 			}
 		}
-		// A command run twice leaves its line more often than it was
-		// asked for; one reported run that did not run leaves it less
-		// often than it was reported.
+		// Each line once. A command run twice leaves its line more often
+		// than it was asked for; a reported run that did not run leaves it
+		// less often than reported.
 		seen := map[string]int{}
 		for _, l := range lines(filepath.Join(workspaces[i], "chaos.log")) {
 			seen[l]++
 		}
 		for l := range merge(seen, asked) {
-			if seen[l] > asked[l] || seen[l] < ran[l] {
+			switch {
+			case seen[l] > asked[l] || seen[l] < ran[l]:
 				t.Errorf("%s: %q is in chaos.log %d times; the model asked for the command that appends it %d times, %d reported run; the session:\n%s",
 					id, l, seen[l], asked[l], ran[l], timeline(got))
+			case seen[l] > 1:
+				// The script asks for each command once unless the session
+				// is set back: rejections for nothing, then a prune of the
+				// turns that asked for it.
+				t.Errorf("%s: %q is in chaos.log %d times: the model was made to ask for its command again; the session:\n%s",
+					id, l, seen[l], timeline(got))
 			}
 		}
 		verified := map[string]int{}
@@ -424,6 +467,12 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 			}
 		}
 	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], "\n")
 }
 
 // appendedLine is the chaos.log line a run call appends, if it is one of
@@ -461,6 +510,12 @@ func timeline(got []events.Envelope) string {
 	var b strings.Builder
 	for _, env := range got {
 		fmt.Fprintf(&b, "  %s step %d %s %s", env.Time.Format("15:04:05.000"), env.Step, env.Task, env.Type)
+		if env.Type == events.CritiqueCompleted {
+			var d events.CritiqueCompletedData
+			if env.Decode(&d) == nil && d.Verify != nil {
+				fmt.Fprintf(&b, " | approved %v, verify exit %d", d.Verdict.Approved, d.Verify.ExitCode)
+			}
+		}
 		if env.Type == events.IterationCompleted {
 			var rec events.IterationRecord
 			_ = env.Decode(&rec)

@@ -120,6 +120,8 @@ type observer struct {
 	mu       sync.Mutex
 	progress []time.Time
 	ended    map[string]bool
+	// err is why following stopped, other than the test's end.
+	err error
 }
 
 func (o *observer) follow(ctx context.Context, b *bus.Bus) error {
@@ -137,7 +139,17 @@ func (o *observer) follow(ctx context.Context, b *bus.Bus) error {
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
+	o.mu.Lock()
+	o.err = fmt.Errorf("following the stream: %w", err)
+	o.mu.Unlock()
 	return err
+}
+
+// failed is why the observer stopped following, if it did.
+func (o *observer) failed() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 // progressSince is the stream time of the first iteration.completed or
@@ -339,6 +351,9 @@ func TestChaos(t *testing.T) {
 			}
 			if ctx.Err() != nil {
 				t.Fatalf("no session made progress after %s within the scenario's bound (%s)", f.name, scenarioBound)
+			}
+			if err := obs.failed(); err != nil {
+				t.Fatal(err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

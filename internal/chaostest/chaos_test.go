@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -317,21 +318,14 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
-	// inFlight holds, as "session file line", the last line of each
-	// workspace's file when the service that runs its commands was killed:
-	// the only commands that may be reported interrupted.
-	inFlight := map[string]bool{}
-	killing := func(name string) {
-		for i, ws := range workspaces {
-			if ls := lines(filepath.Join(ws, name)); len(ls) > 0 {
-				inFlight[fmt.Sprintf("%s %s %s", runs[i].name[len("run-"):], name, ls[len(ls)-1])] = true
-			}
-		}
-	}
+	// killed is when the builder and the critic were killed: a command or
+	// a verify reported interrupted must have started before its service
+	// was killed, not while Redis or NATS was away later.
+	var killed struct{ builder, critic time.Time }
 	builder, critic := services["builder"], services["critic"]
 	faults := []fault{
-		{"builder SIGKILL", "chaos.log", func() { killing("chaos.log"); builder.kill(); time.Sleep(time.Second); builder.start() }},
-		{"critic SIGKILL", "verify.log", func() { killing("verify.log"); critic.kill(); time.Sleep(time.Second); critic.start() }},
+		{"builder SIGKILL", "chaos.log", func() { killed.builder = time.Now(); builder.kill(); time.Sleep(time.Second); builder.start() }},
+		{"critic SIGKILL", "verify.log", func() { killed.critic = time.Now(); critic.kill(); time.Sleep(time.Second); critic.start() }},
 		{fmt.Sprintf("redis down %.0fs", redisDown.Seconds()), "chaos.log", func() { redisSrv.Stop(); time.Sleep(redisDown); redisSrv.Start() }},
 		{"nats graceful restart (SIGTERM)", "chaos.log", func() { natsSrv.Restart(2 * time.Second) }},
 		{"nats hard restart (SIGKILL)", "chaos.log", func() { natsSrv.Kill(2 * time.Second) }},
@@ -369,16 +363,16 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	checkInvariants(ctx, t, b, runs, workspaces, inFlight)
+	checkInvariants(ctx, t, b, runs, workspaces, killed.builder, killed.critic)
 	checkPayloads(ctx, t, nc, prefix)
 }
 
 // checkInvariants checks each session after the chaos: it ended with a
 // reason, `ralph run` exited with its outcome, no command ran twice, only a
-// command in flight when its service was killed is reported interrupted
-// (not one that finished while Redis or NATS was away), and the stream
-// holds every step once.
-func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc, workspaces []string, inFlight map[string]bool) {
+// command or verify that started before its service was killed is
+// reported interrupted (not one that finished while Redis or NATS was away
+// later), and the stream holds every step once.
+func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc, workspaces []string, builderKilled, criticKilled time.Time) {
 	t.Helper()
 	for i, run := range runs {
 		id := fmt.Sprintf("chaos-%d", i+1)
@@ -414,8 +408,9 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 						}
 						if strings.Contains(c.Error, "interrupted") {
 							interrupted++
-							if !inFlight[fmt.Sprintf("%s chaos.log %s", id, l)] {
-								t.Errorf("%s: %q is reported interrupted, but it was not in flight when the builder was killed; the session:\n%s", id, l, timeline(got))
+							if started, ok := startedAt(c.Error); !ok || started.After(builderKilled) {
+								t.Errorf("%s: %q is reported interrupted (%s), but it started after the builder was killed at %s; the session:\n%s",
+									id, l, c.Error, builderKilled.UTC().Format(time.RFC3339), timeline(got))
 							}
 						}
 					}
@@ -427,9 +422,12 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 				if err := env.Decode(&d); err != nil {
 					t.Fatalf("%s: %s: %v", id, env.ID, err)
 				}
-				if d.Verify != nil && strings.Contains(d.Verify.Output, "interrupted") && !inFlight[fmt.Sprintf("%s verify.log verify %s", id, d.TaskID)] {
-					t.Errorf("%s: the verify of %s at step %d is reported interrupted, but it was not in flight when the critic was killed; the session:\n%s",
-						id, d.TaskID, env.Step, timeline(got))
+				if d.Verify == nil || !strings.Contains(d.Verify.Output, "interrupted") {
+					break
+				}
+				if started, ok := startedAt(d.Verify.Output); !ok || started.After(criticKilled) {
+					t.Errorf("%s: the verify of %s at step %d is reported interrupted (%s), but it started after the critic was killed at %s; the session:\n%s",
+						id, d.TaskID, env.Step, d.Verify.Output, criticKilled.UTC().Format(time.RFC3339), timeline(got))
 				}
 			}
 		}
@@ -482,6 +480,18 @@ func checkInvariants(ctx context.Context, t *testing.T, b *bus.Bus, runs []*proc
 			}
 		}
 	}
+}
+
+// startedAtPattern finds the start of an interrupted command or verify in
+// what the builder or the critic says of it ("interrupted at
+// 2026-01-02T03:04:05Z", "it started at ...").
+var startedAtPattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+
+// startedAt is the start an interruption report names, to the second
+// (rounded down, so never after the real start).
+func startedAt(report string) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, startedAtPattern.FindString(report))
+	return at, err == nil
 }
 
 // tail is the last n lines of s.

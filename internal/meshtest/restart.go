@@ -111,6 +111,27 @@ func (n *NATSServer) stop() {
 	}
 }
 
+// Kill stops the server the hard way, leaves it down for down, and starts
+// it again on the same port and store directory: SIGKILL for a process (no
+// goodbye to its clients, its stores as the last write left them), a
+// shutdown without lame duck mode for an embedded server, which cannot be
+// killed apart from the test.
+func (n *NATSServer) Kill(down time.Duration) {
+	n.t.Helper()
+	switch {
+	case n.cmd != nil:
+		_ = n.cmd.Process.Kill()
+		_ = n.cmd.Wait()
+		n.cmd = nil
+	case n.srv != nil:
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+		n.srv = nil
+	}
+	time.Sleep(down)
+	n.start()
+}
+
 // Restart stops the server gracefully, leaves it down for down, as a real
 // restart takes a moment, and starts it again on the same port and store
 // directory.

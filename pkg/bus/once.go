@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/ralphmesh/ralph/pkg/events"
 )
@@ -19,7 +20,22 @@ type Journal interface {
 // event thereby gets what an earlier delivery computed (a model reply that
 // was paid for, a command that must not run twice). A compute error is
 // returned as it is and nothing is recorded.
+//
+// A result computed but not recorded (the journal's server went away
+// meanwhile) is held while RideOut runs the handler again in this process,
+// and recorded then: the command ran and its result is known, so it is
+// neither run again nor taken for interrupted.
 func Once[T any](ctx context.Context, j Journal, env events.Envelope, field string, compute func(context.Context) (T, error)) (T, error) {
+	h, _ := ctx.Value(heldKey{}).(*held)
+	key := fmt.Sprintf("%s/%d/%s", env.Session, env.Step, field)
+	if v, ok := h.get(key); ok {
+		result := v.(T)
+		if err := j.JournalPut(ctx, env.Session, env.Step, field, result); err != nil {
+			return result, fmt.Errorf("record %s of step %d: %w", field, env.Step, err)
+		}
+		h.drop(key)
+		return result, nil
+	}
 	var result T
 	found, err := j.JournalGet(ctx, env.Session, env.Step, field, &result)
 	if err != nil {
@@ -32,9 +48,55 @@ func Once[T any](ctx context.Context, j Journal, env events.Envelope, field stri
 		return result, err
 	}
 	if err := j.JournalPut(ctx, env.Session, env.Step, field, result); err != nil {
+		h.keep(key, result)
 		return result, fmt.Errorf("record %s of step %d: %w", field, env.Step, err)
 	}
 	return result, nil
+}
+
+// held is what Once computed during one handling of an event but could
+// not record, by session, step and field. RideOut gives each handling one
+// (in its context), so a result outlives a run of the handler that failed
+// for an outage, and nothing else: another delivery, maybe on another
+// replica, knows only the journal.
+type held struct {
+	mu      sync.Mutex
+	results map[string]any
+}
+
+type heldKey struct{}
+
+// withHeld is ctx with a place for the results of one handling.
+func withHeld(ctx context.Context) context.Context {
+	return context.WithValue(ctx, heldKey{}, &held{results: map[string]any{}})
+}
+
+func (h *held) get(key string) (any, bool) {
+	if h == nil {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.results[key]
+	return v, ok
+}
+
+func (h *held) keep(key string, v any) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.results[key] = v
+}
+
+func (h *held) drop(key string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.results, key)
 }
 
 // Step is the policy of a handler that computes one result from its event

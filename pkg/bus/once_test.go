@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ralphmesh/ralph/internal/meshtest"
+	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/store"
 )
 
@@ -90,6 +91,58 @@ func TestOnceRecordsNoError(t *testing.T) {
 	}
 	if got, err := Once(context.Background(), j, env, "reply", c.compute); err != nil || got.Value != "ok" || c.calls != 2 {
 		t.Fatalf("after a failure: %+v, %v, %d computations; want a new computation", got, err, c.calls)
+	}
+}
+
+// awayJournal is a journal whose server is away for its next away
+// records: what a Redis outage does to a step that was computing (running
+// a command, a verify) when it began.
+type awayJournal struct {
+	Journal
+	away int
+}
+
+func (a *awayJournal) JournalPut(ctx context.Context, session string, step int, field string, v any) error {
+	if a.away > 0 {
+		a.away--
+		return Unavailable(errors.New("redis: connection refused"))
+	}
+	return a.Journal.JournalPut(ctx, session, step, field, v)
+}
+
+// A result computed while the journal was away is recorded when RideOut
+// runs the handler again, not computed again: the command finished in this
+// process, so it must neither run twice nor be taken for interrupted. A
+// redelivery (another handling) knows only the journal.
+func TestOnceRecordsAResultComputedDuringAnOutage(t *testing.T) {
+	j, env := journal(t), event(t)
+	away := &awayJournal{Journal: j, away: 2}
+	c := &counted{next: func(call int) (result, error) { return result{Value: fmt.Sprintf("ran by call %d", call)}, nil }}
+	var got result
+	handler := RideOut(time.Minute, time.Millisecond, 2*time.Millisecond, nil)(func(ctx context.Context, env events.Envelope) error {
+		var err error
+		got, err = Once(ctx, away, env, "tool:0", c.compute)
+		return err
+	})
+	if err := handler(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	if c.calls != 1 || got.Value != "ran by call 1" {
+		t.Fatalf("computed %d times, got %+v; want one computation, recorded once the journal was back", c.calls, got)
+	}
+	var recorded result
+	if found, err := j.JournalGet(context.Background(), env.Session, env.Step, "tool:0", &recorded); err != nil || !found || recorded != got {
+		t.Fatalf("journal has %+v (found %v, %v), want %+v", recorded, found, err, got)
+	}
+
+	away.away = 1
+	next := env
+	next.Step++
+	if _, err := Once(context.Background(), away, next, "tool:0", c.compute); !IsUnavailable(err) {
+		t.Fatalf("Once = %v, want the outage", err)
+	}
+	if _, err := Once(context.Background(), away, next, "tool:0", c.compute); err != nil || c.calls != 3 {
+		t.Fatalf("a new handling: %v, %d computations; want it computed again (the start marker of a command is what stops a rerun then)", err, c.calls)
 	}
 }
 

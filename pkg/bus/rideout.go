@@ -20,6 +20,10 @@ import (
 // the consumer is paused. Past the budget the failure becomes permanent
 // with the reason, so the event is given up on (and its session ended)
 // rather than retried forever. A zero budget turns riding out off.
+//
+// The runs of one event share what Once computed but could not record, so
+// a command that finished while Redis was away is recorded once it is back,
+// not reported as interrupted.
 func RideOut(budget, base, max time.Duration, log *zap.Logger) Middleware {
 	if log == nil {
 		log = zap.NewNop()
@@ -37,6 +41,9 @@ func RideOut(budget, base, max time.Duration, log *zap.Logger) Middleware {
 		return func(ctx context.Context, env events.Envelope) error {
 			began := time.Now()
 			wait := base
+			// What a run computed but could not record is recorded by the
+			// next run (Once), not computed again.
+			ctx = withHeld(ctx)
 			for attempt := 1; ; attempt++ {
 				err := h(ctx, env)
 				if !IsUnavailable(err) || ctx.Err() != nil {

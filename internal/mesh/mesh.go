@@ -223,6 +223,8 @@ func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
 		return nil, fmt.Errorf("the %s model has no endpoint: set RALPH_LLM_BASE_URL (or OPENAI_BASE_URL, or RALPH_%s_BASE_URL)",
 			role, strings.ToUpper(string(role)))
 	}
+	// Each replica makes as many calls at once as it handles events.
+	ep.Concurrency = m.Config.Stream.Concurrency
 	c, err := llm.New(role, ep, usageRecorder{m.Store, m.Metrics}, m.Log)
 	if err != nil {
 		return nil, err

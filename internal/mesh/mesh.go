@@ -225,7 +225,13 @@ func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
 	}
 	// Each replica makes as many calls at once as it handles events.
 	ep.Concurrency = m.Config.Stream.Concurrency
-	c, err := llm.New(role, ep, usageRecorder{m.Store, m.Metrics}, m.Log)
+	var usage llm.UsageRecorder = usageRecorder{m.Store, m.Metrics}
+	if role == llm.RoleBuilder {
+		// The builder counts its model's tokens in Redis with the step's
+		// journal (store.JournalReply), in the same round trip.
+		usage = callMetrics{m.Metrics}
+	}
+	c, err := llm.New(role, ep, usage, m.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -558,4 +564,13 @@ type usageRecorder struct {
 func (u usageRecorder) RecordUsage(ctx context.Context, session string, role llm.Role, in, out int) error {
 	u.m.LLMCall(string(role), in, out)
 	return u.s.RecordUsage(ctx, session, string(role), in, out)
+}
+
+// callMetrics counts LLM usage per process in the metrics only, for a
+// role whose service keeps the session's usage itself.
+type callMetrics struct{ m *metrics.Metrics }
+
+func (c callMetrics) RecordUsage(_ context.Context, _ string, role llm.Role, in, out int) error {
+	c.m.LLMCall(string(role), in, out)
+	return nil
 }

@@ -104,6 +104,33 @@ func (s *Store) JournalClaim(ctx context.Context, session string, step int, fiel
 	return set.Val(), nil
 }
 
+// JournalReply records field for step, as JournalPut, and adds one model
+// call's tokens to the session's usage by role, as RecordUsage, in one
+// transaction: a reply journaled is a reply counted, once, however often
+// the step is delivered. (A reply whose journal write fails is not
+// counted; its step asks the model again.)
+func (s *Store) JournalReply(ctx context.Context, session string, step int, field string, v any, role string, in, out int) error {
+	key := s.key(session, "journal", strconv.Itoa(step))
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("write journal %s %s: encode: %w", key, field, err)
+	}
+	usage := s.key(session, "usage")
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key, field, b)
+		p.Expire(ctx, key, s.ttl)
+		p.HIncrBy(ctx, usage, role+":input", int64(in))
+		p.HIncrBy(ctx, usage, role+":output", int64(out))
+		p.HIncrBy(ctx, usage, role+":calls", 1)
+		p.Expire(ctx, usage, s.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write journal %s %s: redis: %w", key, field, unavailable(err))
+	}
+	return nil
+}
+
 // Commit is what ends one transition of a session, written in one round
 // trip and in this order: units appended to a context (their ids once, as
 // AppendUnits), the state saved under compare-and-set, the activity index,

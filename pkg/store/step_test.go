@@ -104,3 +104,34 @@ func TestJournalClaim(t *testing.T) {
 		t.Errorf("claimed value %q %v %v, want the first", v, found, err)
 	}
 }
+
+// A model reply is journaled and counted in the session's usage together,
+// in one round trip.
+func TestJournalReply(t *testing.T) {
+	e := newStore(t)
+	ctx := context.Background()
+	var trips store.RoundTrips
+	e.rdb.AddHook(&trips)
+	// A first call dials, and the connection's handshake is no call's.
+	if err := e.st.JournalReply(ctx, "s", 1, "llm", "", "builder", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := trips.Count()
+	if err := e.st.JournalReply(ctx, "s", 2, "llm", "the reply", "builder", 100, 7); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips.Count() - before; n != 1 {
+		t.Errorf("%d round trips, want 1", n)
+	}
+	var v string
+	if found, err := e.st.JournalGet(ctx, "s", 2, "llm", &v); err != nil || !found || v != "the reply" {
+		t.Errorf("journal: %q %v %v", v, found, err)
+	}
+	usage, err := e.st.Usage(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usage["builder:input"] != 100 || usage["builder:output"] != 7 || usage["builder:calls"] != 2 {
+		t.Errorf("usage %v", usage)
+	}
+}

@@ -158,3 +158,57 @@ rules:
 		t.Fatalf("the third rule was hit %d times", n)
 	}
 }
+
+// A step costs the builder at most four Redis round trips, pipelined:
+// the analysis of the step before applied (one commit), then the peek at
+// the versions and the journal, the model's reply journaled with its
+// usage, and the step's commit; a tool call adds its journal entry. The
+// model's usage is not a round trip of its own.
+func TestAStepCostsTheBuilderFourRoundTrips(t *testing.T) {
+	script, err := scriptllm.ParseScript([]byte(`
+rules:
+  - {model: builder, when: {turn: 1}, reply: {content: "one", tool_calls: [{name: write_file, arguments: {path: a.txt, content: "a"}}]}}
+  - {model: builder, when: {turn: 2}, reply: {content: "two", tool_calls: [{name: write_file, arguments: {path: b.txt, content: "b"}}]}}
+  - {model: builder, when: {turn: 3}, reply: {content: "three"}}
+`), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scriptllm.New(script)
+	url, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := meshconfig.New(t)
+	cfg.LLM.BaseURL, cfg.Builder.Model = url, "builder"
+	rep := newReplica(t, cfg)
+	rep.run()
+	defer rep.stop()
+	p, err := prd.Parse([]byte("tasks:\n  - {id: C1, title: c, acceptance_criteria: [x]}\n"), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const session = "round-trips"
+	if err := rep.m.Bus.Publish(context.Background(), events.Must(events.SessionStarted, session, "", 0, time.Now(),
+		events.SessionStartedData{PRD: p, Workspace: t.TempDir()})); err != nil {
+		t.Fatal(err)
+	}
+	completed(t, rep.m, session, 1)
+	for _, c := range []struct{ step, want int64 }{{2, 4 + 1}, {3, 4}} {
+		step, want := int(c.step), c.want
+		before := rep.trips.Count()
+		analyzed(t, rep.m, session, "C1", step-1)
+		rec := completed(t, rep.m, session, step)
+		if got := rep.trips.Count() - before; got != want {
+			t.Errorf("step %d with %d tool calls took %d Redis round trips, want %d", step, len(rec.ToolCalls), got, want)
+		}
+	}
+	usage, err := rep.m.Store.Usage(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usage["builder:calls"] != 3 || usage["builder:input"] == 0 {
+		t.Errorf("usage %v, want the builder's 3 calls counted", usage)
+	}
+}

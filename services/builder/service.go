@@ -57,6 +57,11 @@ type Store interface {
 	Peek(ctx context.Context, session, scope string, step int) (store.Peek, error)
 	Commit(ctx context.Context, c store.Commit) (store.Committed, error)
 	JournalClaim(ctx context.Context, session string, step int, field string, v any) (bool, error)
+	// JournalReply journals a model reply with its tokens, counted in the
+	// session's usage under role in the same round trip. The builder's
+	// model client therefore records no usage in Redis itself (the mesh
+	// wires it so).
+	JournalReply(ctx context.Context, session string, step int, field string, v any, role string, in, out int) error
 	PutArtifact(ctx context.Context, session, content string) (string, error)
 	GetArtifact(ctx context.Context, session, id string) (string, error)
 	// LoadMemory reads the session's memory (pkg/memory), which the
@@ -621,28 +626,22 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, snap kept, p
 	turn := t.Turns + 1
 	journal := peekedJournal{Journal: s.d.Store, peek: peek, session: env.Session, step: env.Step}
 
-	asked := false
-	reply, err := bus.Once(ctx, journal, env, "llm", func(ctx context.Context) (journaledReply, error) {
-		asked = true
-		msg, usage, err := llm.Reply(ctx, s.d.Model, env.Session, llm.Request{
-			Messages:  units.Messages(ctxUnits),
-			Tools:     tools.Definitions(),
-			MaxTokens: s.d.Config.MaxTokens,
-		})
-		if err != nil {
-			return journaledReply{}, fmt.Errorf("builder model: %w", err)
-		}
-		reply := journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens}}
-		for _, c := range msg.ToolCalls {
-			reply.Calls = append(reply.Calls, units.Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
-		}
-		return reply, nil
-	})
-	if err != nil {
-		return events.IterationRecord{}, appendUnits{}, err
-	}
-	if !asked {
+	// The model's reply is journaled before any tool runs, together with
+	// the tokens it cost (the session's usage): a redelivered step replays
+	// it, and counts it once.
+	var reply journaledReply
+	if found, err := journal.JournalGet(ctx, env.Session, env.Step, "llm", &reply); err != nil {
+		return events.IterationRecord{}, appendUnits{}, fmt.Errorf("recall llm of step %d: %w", env.Step, err)
+	} else if found {
 		log.Info("replaying journaled model reply")
+	} else {
+		if reply, err = s.ask(ctx, env.Session, ctxUnits); err != nil {
+			return events.IterationRecord{}, appendUnits{}, err
+		}
+		if err := s.d.Store.JournalReply(ctx, env.Session, env.Step, "llm", reply, string(llm.RoleBuilder),
+			reply.Usage.InputTokens, reply.Usage.OutputTokens); err != nil {
+			return events.IterationRecord{}, appendUnits{}, fmt.Errorf("record llm of step %d: %w", env.Step, err)
+		}
 	}
 
 	newUnits := []units.Unit{{
@@ -699,6 +698,23 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, snap kept, p
 		return rec, app, bus.Permanent(err)
 	}
 	return rec, app, err
+}
+
+// ask is the builder model's reply to the context us.
+func (s *Service) ask(ctx context.Context, session string, us []units.Unit) (journaledReply, error) {
+	msg, usage, err := llm.Reply(ctx, s.d.Model, session, llm.Request{
+		Messages:  units.Messages(us),
+		Tools:     tools.Definitions(),
+		MaxTokens: s.d.Config.MaxTokens,
+	})
+	if err != nil {
+		return journaledReply{}, fmt.Errorf("builder model: %w", err)
+	}
+	reply := journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens}}
+	for _, c := range msg.ToolCalls {
+		reply.Calls = append(reply.Calls, units.Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
+	}
+	return reply, nil
 }
 
 // runTool executes call i of the step, or replays its journaled result. A

@@ -351,7 +351,16 @@ func (s *Service) applyWith(ctx context.Context, env events.Envelope, in Input, 
 	if s.otherTeam(env, snap.state) {
 		return nil
 	}
-	return s.commitFrom(ctx, s.log(env), env.Session, snap, cached, in, app)
+	return s.gone(ctx, env, s.commitFrom(ctx, s.log(env), env.Session, snap, cached, in, app))
+}
+
+// gone ends env's session as stateGone does when err says its state is
+// gone, and is err otherwise.
+func (s *Service) gone(ctx context.Context, env events.Envelope, err error) error {
+	if errors.Is(err, errStateGone) {
+		return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+	}
+	return err
 }
 
 // loadState reads the session's state from Redis, keeping the context
@@ -511,8 +520,8 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 			return err
 		}
 	}
-	return s.commitFrom(ctx, s.log(env), env.Session, snap.withContext(app.scope, app.base, app.baseVer), true,
-		IterationDone{Step: env.Step, Record: rec}, &app)
+	return s.gone(ctx, env, s.commitFrom(ctx, s.log(env), env.Session, snap.withContext(app.scope, app.base, app.baseVer), true,
+		IterationDone{Step: env.Step, Record: rec}, &app))
 }
 
 // current is the session's state for a step, checked against Redis in one

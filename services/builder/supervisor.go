@@ -291,14 +291,18 @@ func (s *Service) commitFrom(ctx context.Context, log *zap.Logger, session strin
 	return s.execute(ctx, cmds)
 }
 
+// errStateGone: the state a replica kept is gone from Redis; the handler
+// of the event ends the session as stateGone does.
+var errStateGone = errors.New("session state is gone")
+
 // recommit is commitFrom again on the state read from Redis, after this
 // replica's copy turned out not to be the session's latest.
 func (s *Service) recommit(ctx context.Context, log *zap.Logger, session string, in Input, app *appendUnits) error {
 	snap, err := s.loadState(ctx, session)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errStateGone, err)
+	}
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return s.stateGone(ctx, log, events.DefaultTeam, session, "", 0)
-		}
 		return err
 	}
 	if app != nil {

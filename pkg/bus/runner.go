@@ -285,7 +285,14 @@ func (b *Bus) pull(ctx, hctx context.Context, cons jetstream.Consumer, w *worker
 			}
 		}
 		fctx, cancel := context.WithTimeout(ctx, fetchWait)
-		batch, err := cons.Fetch(n, jetstream.FetchContext(fctx), jetstream.FetchHeartbeat(fetchHeartbeat))
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if deadline, _ := fctx.Deadline(); time.Until(deadline) >= 3*fetchHeartbeat {
+			// nats.go refuses a heartbeat for a pull shorter than two of
+			// them, and keeps a tenth of the time for itself: a ctx about
+			// to end pulls without.
+			opts = append(opts, jetstream.FetchHeartbeat(fetchHeartbeat))
+		}
+		batch, err := cons.Fetch(n, opts...)
 		got := 0
 		if err == nil {
 			for msg := range batch.Messages() {

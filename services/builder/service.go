@@ -328,8 +328,8 @@ func (s *Service) onStarted(ctx context.Context, env events.Envelope) error {
 // input re-executes the commands of the transition that made it stale,
 // which finishes the work of a replica that died between save and publish.
 //
-// The state is copy this replica kept of the session, when it has one,
-// unread: the compare-and-set of the save is the check that nobody wrote
+// The state is the copy this replica kept of the session, when it has
+// one, unread: the compare-and-set of the save is the check that nobody wrote
 // since, and anything but a successful save reads the state again.
 func (s *Service) apply(ctx context.Context, env events.Envelope, in Input) error {
 	return s.applyWith(ctx, env, in, nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ralphmesh/ralph/pkg/events"
+	"github.com/ralphmesh/ralph/pkg/store"
 )
 
 // BenchmarkStep measures one step of the loop through the mesh with an
@@ -18,7 +19,9 @@ import (
 // by the builder) to iteration.analyzed (published by the stuck detector),
 // which covers the builder's LLM call over HTTP, its Redis journal and
 // context writes, the workspace hash, iteration.completed on JetStream and
-// the detector's Redis window. Each of b.N tasks takes one step and one
+// the detector's Redis window. It reports the Redis round trips of the
+// whole mesh per step (each step here includes a task's start and its
+// critic review). Each of b.N tasks takes one step and one
 // critic review, so the step is measured without stuck signals.
 //
 //	bash scripts/test.sh bench   (or: go test -run '^$' -bench BenchmarkStep ./internal/mesh/)
@@ -29,7 +32,13 @@ rules:
   - {model: critic, reply: {content: '{"approved": true, "feedback": "ok"}'}}
 `))
 	h.cfg.Stream.AckWait = 30 * time.Second
+	// Every task takes one iteration: the session must be allowed b.N.
+	h.cfg.Builder.MaxIterations = max(h.cfg.Builder.MaxIterations, b.N)
 	m := h.mesh()
+	// Every Redis round trip of the mesh (builder, critic, detector and
+	// the model usage) counts towards the steps'.
+	var trips store.RoundTrips
+	m.Store.Client().AddHook(&trips)
 	h.run(m, "builder", "critic", "stuckdetector")
 
 	var tasks strings.Builder
@@ -40,9 +49,11 @@ rules:
 	p := parsePRD(b, tasks.String())
 	ws := b.TempDir()
 	b.ResetTimer()
+	before := trips.Count()
 	h.start(m, "bench-step", p, ws)
 	got := h.wait(m, "bench-step")
 	b.StopTimer()
+	roundTrips := trips.Count() - before
 	if last := got[len(got)-1]; last.Type != events.SessionCompleted {
 		b.Fatalf("session ended with %s: %s", last.Type, last.Data)
 	}
@@ -61,6 +72,7 @@ rules:
 	b.ReportMetric(float64(pct(0.50).Microseconds())/1000, "p50-step-ms")
 	b.ReportMetric(float64(pct(0.99).Microseconds())/1000, "p99-step-ms")
 	b.ReportMetric(float64(len(steps)), "steps")
+	b.ReportMetric(float64(roundTrips)/float64(len(steps)), "redis-rt/step")
 }
 
 // BenchmarkAPIEvents reads a session of 5,000 stored events through the

@@ -223,7 +223,15 @@ func (m *Mesh) model(role llm.Role, r config.Role) (*llm.Client, error) {
 		return nil, fmt.Errorf("the %s model has no endpoint: set RALPH_LLM_BASE_URL (or OPENAI_BASE_URL, or RALPH_%s_BASE_URL)",
 			role, strings.ToUpper(string(role)))
 	}
-	c, err := llm.New(role, ep, usageRecorder{m.Store, m.Metrics}, m.Log)
+	// Each replica makes as many calls at once as it handles events.
+	ep.Concurrency = m.Config.Stream.Concurrency
+	var usage llm.UsageRecorder = usageRecorder{m.Store, m.Metrics}
+	if role == llm.RoleBuilder {
+		// The builder counts its model's tokens in Redis with the step's
+		// journal (store.JournalReply), in the same round trip.
+		usage = callMetrics{m.Metrics}
+	}
+	c, err := llm.New(role, ep, usage, m.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -556,4 +564,13 @@ type usageRecorder struct {
 func (u usageRecorder) RecordUsage(ctx context.Context, session string, role llm.Role, in, out int) error {
 	u.m.LLMCall(string(role), in, out)
 	return u.s.RecordUsage(ctx, session, string(role), in, out)
+}
+
+// callMetrics counts LLM usage per process in the metrics only, for a
+// role whose service keeps the session's usage itself.
+type callMetrics struct{ m *metrics.Metrics }
+
+func (c callMetrics) RecordUsage(_ context.Context, _ string, role llm.Role, in, out int) error {
+	c.m.LLMCall(string(role), in, out)
+	return nil
 }

@@ -108,6 +108,13 @@ var ErrServerTooOld = errors.New("nats-server 2.10 or newer is needed (multi-fil
 // it asks again, and so how long a shutdown may wait for the pull in flight.
 const fetchWait = 5 * time.Second
 
+// fetchHeartbeat is how often the server tells an open pull request it is
+// still there. Two missed in a row (a pull the server lost, a connection
+// that went quiet) end the pull with jetstream.ErrNoHeartbeat, and a new
+// one is asked for at once, rather than wait out fetchWait with events
+// pending and nobody pulling them.
+const fetchHeartbeat = time.Second
+
 // Run consumes the given event types for service until ctx ends, then drains:
 // it stops fetching, lets in-flight handlers finish for DrainTimeout, and
 // cancels the rest (their messages are redelivered to another replica).
@@ -278,7 +285,14 @@ func (b *Bus) pull(ctx, hctx context.Context, cons jetstream.Consumer, w *worker
 			}
 		}
 		fctx, cancel := context.WithTimeout(ctx, fetchWait)
-		batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+		opts := []jetstream.FetchOpt{jetstream.FetchContext(fctx)}
+		if deadline, _ := fctx.Deadline(); time.Until(deadline) >= 3*fetchHeartbeat {
+			// nats.go refuses a heartbeat for a pull shorter than two of
+			// them, and keeps a tenth of the time for itself: a ctx about
+			// to end pulls without.
+			opts = append(opts, jetstream.FetchHeartbeat(fetchHeartbeat))
+		}
+		batch, err := cons.Fetch(n, opts...)
 		got := 0
 		if err == nil {
 			for msg := range batch.Messages() {
@@ -295,22 +309,36 @@ func (b *Bus) pull(ctx, hctx context.Context, cons jetstream.Consumer, w *worker
 		for range n - got {
 			<-slots
 		}
-		switch {
-		case err == nil, ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded),
-			errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
-			pause = 0
-		default:
-			// The server is away (a restart, a partition) or the consumer
-			// is being recreated: say so and ask again after a pause that
-			// grows, so a long outage does not spin.
-			pause = min(max(2*pause, 100*time.Millisecond), 2*time.Second)
-			w.log.Warn("pull failed; asking again", zap.Error(err), zap.Duration("in", pause))
-			select {
-			case <-time.After(pause):
-			case <-ctx.Done():
+		if ctx.Err() != nil {
+			continue
+		}
+		if pause = nextPull(err, pause); pause == 0 {
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				w.log.Warn("pull request lost (missed heartbeats); asking again at once", zap.Error(err), zap.Int("batch", n), zap.Int("got", got))
 			}
+			continue
+		}
+		w.log.Warn("pull failed; asking again", zap.Error(err), zap.Duration("in", pause))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
 		}
 	}
+}
+
+// nextPull is how long to wait before the next pull after one that ended
+// with err, given the last wait: none after a pull that ended as pulls do
+// (its batch, its time up, nothing to fetch) or that the server lost
+// (missed heartbeats: a new pull is all it takes). The server being away
+// (a restart, a partition) or the consumer being recreated gets a wait
+// that grows, so a long outage does not spin.
+func nextPull(err error, last time.Duration) time.Duration {
+	switch {
+	case err == nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, jetstream.ErrNoHeartbeat):
+		return 0
+	}
+	return min(max(2*last, 100*time.Millisecond), 2*time.Second)
 }
 
 type worker struct {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,45 @@ type Envelope struct {
 	Step    int             `json:"step"`
 	Time    time.Time       `json:"time"`
 	Data    json.RawMessage `json:"data"`
+	// checked is the payload as New or Decode decoded and validated it
+	// from Data, so that the bus's Validate before a publish and the
+	// handler's DecodeAs after a delivery do not decode it again. It
+	// holds for that Data only (an envelope whose Data was replaced is
+	// decoded afresh); it is not part of the wire format.
+	checked *checkedPayload
+}
+
+// checkedPayload is a payload decoded and validated from data. It is
+// handed out once (DecodeAs), so two callers never share its slices.
+type checkedPayload struct {
+	data  json.RawMessage
+	value any
+	taken atomic.Bool
+}
+
+// checkedFor is the checked payload of e if it was decoded from e.Data.
+func (e Envelope) checkedFor() *checkedPayload {
+	c := e.checked
+	if c == nil || len(c.data) != len(e.Data) || len(c.data) == 0 || &c.data[0] != &e.Data[0] {
+		return nil
+	}
+	return c
+}
+
+// check validates e and keeps its payload as decoded.
+func (e *Envelope) check() error {
+	if err := e.validateFields(); err != nil {
+		return err
+	}
+	if e.checkedFor() != nil {
+		return nil
+	}
+	v, err := e.Payload()
+	if err != nil {
+		return err
+	}
+	e.checked = &checkedPayload{data: e.Data, value: v}
+	return nil
 }
 
 // MsgID is the deterministic id of the event of type typ emitted at step of
@@ -86,7 +126,7 @@ func New(typ Type, session, task string, step int, at time.Time, payload any) (E
 	// What New builds, Decode accepts: a negative step or an invalid
 	// payload is refused here rather than dead-lettered later. The payload
 	// is validated as it will arrive, decoded from the wire.
-	if err := env.Validate(); err != nil {
+	if err := env.check(); err != nil {
 		return Envelope{}, err
 	}
 	return env, nil
@@ -127,7 +167,7 @@ func Decode(raw []byte) (Envelope, error) {
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return Envelope{}, fmt.Errorf("%w: envelope is not JSON: %v", ErrInvalid, err)
 	}
-	if err := env.Validate(); err != nil {
+	if err := env.check(); err != nil {
 		return Envelope{}, err
 	}
 	return env, nil
@@ -136,13 +176,7 @@ func Decode(raw []byte) (Envelope, error) {
 // Validate checks the envelope's fields, then its payload decoded as the
 // type registered for e.Type and validated by that type's Validate method.
 func (e Envelope) Validate() error {
-	if err := e.validateFields(); err != nil {
-		return err
-	}
-	if _, err := e.Payload(); err != nil {
-		return err
-	}
-	return nil
+	return e.check()
 }
 
 // validateFields checks the envelope's own fields.

@@ -73,6 +73,11 @@ func DecodeAs[T any](e Envelope) (T, error) {
 	if got := reflect.TypeFor[T](); got != want {
 		return zero, fmt.Errorf("%w: %w: decode %s payload as %v: its payload is %v", ErrInvalid, ErrPayloadType, e.Type, got, want)
 	}
+	if c := e.checkedFor(); c != nil && c.taken.CompareAndSwap(false, true) {
+		if v, ok := c.value.(T); ok {
+			return v, nil
+		}
+	}
 	var v T
 	if err := e.Decode(&v); err != nil {
 		return zero, err

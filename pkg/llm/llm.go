@@ -20,6 +20,9 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+
+	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/pkg/settings"
 )
 
 // Role names what a client is used for. Each role may be served by its own
@@ -68,6 +71,12 @@ type Endpoint struct {
 	// added up over one call; past it the call fails, not retryable. Zero
 	// or negative means Config's default.
 	MaxRetryWait time.Duration
+	// Concurrency is how many calls the client makes at once: the events
+	// its service handles at once (RALPH_STREAM_CONCURRENCY). That many
+	// connections to the endpoint are kept alive between calls, so no
+	// call waits for a new connection (the standard transport keeps two).
+	// Zero or negative means the stream's default.
+	Concurrency int
 }
 
 // withDefaults returns ep with zero fields replaced by Config's defaults.
@@ -87,6 +96,9 @@ func (ep Endpoint) withDefaults() Endpoint {
 	}
 	if ep.MaxRetryWait <= 0 {
 		ep.MaxRetryWait = d.MaxRetryWait
+	}
+	if ep.Concurrency <= 0 {
+		ep.Concurrency = settings.Defaults[bus.RunOptions]().Concurrency
 	}
 	return ep
 }
@@ -146,7 +158,7 @@ func New(role Role, ep Endpoint, usage UsageRecorder, log *zap.Logger) (*Client,
 	log = log.With(zap.String("llm_role", string(role)), zap.String("model", ep.Model))
 
 	rt := &retryTransport{
-		next:         baseTransport(),
+		next:         baseTransport(ep.Concurrency),
 		maxRetries:   ep.MaxRetries,
 		maxBackoff:   ep.MaxBackoff,
 		maxRetryWait: ep.MaxRetryWait,
@@ -174,12 +186,18 @@ func New(role Role, ep Endpoint, usage UsageRecorder, log *zap.Logger) (*Client,
 
 // baseTransport returns a private copy of the default transport, so that
 // connection pools are per client and nothing else in the process can change
-// this client's transport settings.
-func baseTransport() http.RoundTripper {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return t.Clone()
+// this client's transport settings, keeping alive a connection for each of
+// the calls made at once (the default keeps two per host, so a busy
+// service opened a new connection for a quarter of its calls).
+func baseTransport(concurrency int) http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
 	}
-	return http.DefaultTransport
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = concurrency
+	t.MaxIdleConns = max(t.MaxIdleConns, concurrency)
+	return t
 }
 
 // Model returns the model sent when a request names none.

@@ -130,7 +130,7 @@ for i = 2, #ARGV, 2 do
 end
 if added > 0 then redis.call('INCR', KEYS[3]) end
 for i = 1, 3 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[1])) end
-return added
+return {added, tonumber(redis.call('GET', KEYS[3]) or '0')}
 `)
 
 // AppendUnits appends units to the context of scope (a task id). A unit
@@ -370,12 +370,16 @@ func (s *Store) Usage(ctx context.Context, session string) (map[string]int64, er
 	if err != nil {
 		return nil, fmt.Errorf("usage of %s: redis: %w", session, unavailable(err))
 	}
+	return usageOf(raw), nil
+}
+
+func usageOf(raw map[string]string) map[string]int64 {
 	out := make(map[string]int64, len(raw))
 	for k, v := range raw {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		out[k] = n
 	}
-	return out, nil
+	return out
 }
 
 // LoadCompaction reads the compaction history of a task (realised ratios,

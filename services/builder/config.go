@@ -25,6 +25,10 @@ type Config struct {
 	InlineOutputBytes int `split_words:"true" default:"16384" desc:"larger tool outputs enter the context as an artifact pointer"`
 	ContextWindow     int `split_words:"true" default:"128000" desc:"the builder model's context window in tokens"`
 	MaxTokens         int `split_words:"true" default:"4096" desc:"max output tokens per builder call"`
+	// CacheSessions bounds what a replica keeps in memory between steps
+	// (a session's state and the context of its current task), so a step
+	// reads from Redis only what changed since.
+	CacheSessions int `split_words:"true" default:"512" desc:"sessions whose state and current context one builder replica keeps in memory between steps (the least recently stepped are dropped beyond it)"`
 	// WatchdogIdle is how long a session may go without any sign of life
 	// (a state change, or a stage at work on one of its events) before the
 	// watchdog escalates it with the reason. It must be longer than any
@@ -61,6 +65,7 @@ func (c Config) Validate() error {
 		settings.Check(c.InlineOutputBytes >= 1, "InlineOutputBytes", c.InlineOutputBytes, "must be at least 1"),
 		settings.Check(c.ContextWindow >= 1, "ContextWindow", c.ContextWindow, "must be at least 1"),
 		settings.Check(c.MaxTokens >= 1, "MaxTokens", c.MaxTokens, "must be at least 1"),
+		settings.Check(c.CacheSessions >= 1, "CacheSessions", c.CacheSessions, "must be at least 1"),
 		settings.Check(c.WatchdogIdle > 0, "WatchdogIdle", c.WatchdogIdle, "must be positive"),
 	)
 }

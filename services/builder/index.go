@@ -81,6 +81,14 @@ func (s *Service) index(ctx context.Context, st State, ver int64) error {
 	if err != nil {
 		return fmt.Errorf("index session %s: %w", st.Session, err)
 	}
+	return s.indexWith(ctx, st, ver, usage)
+}
+
+// indexWith is index with the session's usage read already.
+func (s *Service) indexWith(ctx context.Context, st State, ver int64, usage map[string]int64) error {
+	if s.d.Index == nil {
+		return nil
+	}
 	if err := s.d.Index.Put(ctx, Entry(st, ver, usage, s.d.Clock())); err != nil {
 		return err
 	}

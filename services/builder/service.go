@@ -48,7 +48,20 @@ type Store interface {
 	LoadState(ctx context.Context, session string, v any) (int64, error)
 	SaveState(ctx context.Context, session string, expect int64, v any) (int64, error)
 	AppendUnits(ctx context.Context, session, scope string, us ...units.Unit) error
-	Units(ctx context.Context, session, scope string) ([]units.Unit, error)
+	// Context is the context of scope with its version.
+	Context(ctx context.Context, session, scope string) ([]units.Unit, int64, error)
+	// Peek, Commit and JournalClaim make a step's few round trips: the
+	// versions and the journal read together before the step, the
+	// transition's writes sent together after it, and the start of a
+	// command claimed once.
+	Peek(ctx context.Context, session, scope string, step int) (store.Peek, error)
+	Commit(ctx context.Context, c store.Commit) (store.Committed, error)
+	JournalClaim(ctx context.Context, session string, step int, field string, v any) (bool, error)
+	// JournalReply journals a model reply with its tokens, counted in the
+	// session's usage under role in the same round trip. The builder's
+	// model client therefore records no usage in Redis itself (the mesh
+	// wires it so).
+	JournalReply(ctx context.Context, session string, step int, field string, v any, role string, in, out int) error
 	PutArtifact(ctx context.Context, session, content string) (string, error)
 	GetArtifact(ctx context.Context, session, id string) (string, error)
 	// LoadMemory reads the session's memory (pkg/memory), which the
@@ -122,6 +135,8 @@ type Service struct {
 	// hasher is the workspace check's stat cache, shared by the sessions
 	// this replica runs.
 	hasher *tools.Hasher
+	// sessions is what this replica keeps of each session between steps.
+	sessions *sessionCache
 }
 
 // New builds the service; zero Config fields take their defaults.
@@ -131,7 +146,7 @@ func New(d Deps) *Service {
 	}
 	settings.FillZero(&d.Config)
 	return &Service{d: d, measure: Measurer(d.Tokens, d.Config.MaxTokens).WithMemory(MemoryRoom(d.Tokens, d.Config.Memory)),
-		hasher: tools.NewHasher(d.Config.HashCacheFiles)}
+		hasher: tools.NewHasher(d.Config.HashCacheFiles), sessions: newSessionCache(d.Config.CacheSessions)}
 }
 
 // Run consumes the builder's events, supervises the dead letters of every
@@ -315,19 +330,55 @@ func (s *Service) onStarted(ctx context.Context, env events.Envelope) error {
 // its commands under compare-and-set, then executes the commands. A stale
 // input re-executes the commands of the transition that made it stale,
 // which finishes the work of a replica that died between save and publish.
+//
+// The state is the copy this replica kept of the session, when it has
+// one, unread: the compare-and-set of the save is the check that nobody wrote
+// since, and anything but a successful save reads the state again.
 func (s *Service) apply(ctx context.Context, env events.Envelope, in Input) error {
-	var st State
-	ver, err := s.d.Store.LoadState(ctx, env.Session, &st)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+	return s.applyWith(ctx, env, in, nil)
+}
+
+// applyWith is apply with units to append to the context in the same
+// round trip as the save (a step's new units).
+func (s *Service) applyWith(ctx context.Context, env events.Envelope, in Input, app *appendUnits) error {
+	snap, cached := s.sessions.get(env.Session)
+	if !cached {
+		var err error
+		if snap, err = s.loadState(ctx, env.Session); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+			}
+			return err
 		}
-		return err
 	}
-	if s.otherTeam(env, st) {
+	if s.otherTeam(env, snap.state) {
 		return nil
 	}
-	return s.commit(ctx, s.log(env), env.Session, st, ver, in)
+	return s.gone(ctx, env, s.commitFrom(ctx, s.log(env), env.Session, snap, cached, in, app))
+}
+
+// gone ends env's session as stateGone does when err says its state is
+// gone, and is err otherwise.
+func (s *Service) gone(ctx context.Context, env events.Envelope, err error) error {
+	if errors.Is(err, errStateGone) {
+		return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
+	}
+	return err
+}
+
+// loadState reads the session's state from Redis, keeping the context
+// this replica has of it (its version says whether it is still good).
+func (s *Service) loadState(ctx context.Context, session string) (kept, error) {
+	var st State
+	ver, err := s.d.Store.LoadState(ctx, session, &st)
+	if err != nil {
+		s.sessions.forget(session)
+		return kept{}, err
+	}
+	snap, _ := s.sessions.get(session)
+	snap.state, snap.ver = st, ver
+	s.sessions.put(session, snap)
+	return snap, nil
 }
 
 func (s *Service) execute(ctx context.Context, cmds []Command) error {
@@ -445,13 +496,14 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 	if _, err := events.DecodeAs[events.IterationRequestedData](env); err != nil {
 		return err
 	}
-	var st State
-	if _, err := s.d.Store.LoadState(ctx, env.Session, &st); err != nil {
+	snap, peek, err := s.current(ctx, env)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return s.stateGone(ctx, s.log(env), env.TeamOrDefault(), env.Session, env.Task, env.Step)
 		}
 		return err
 	}
+	st := snap.state
 	if st.Phase != PhaseIterating || st.Step != env.Step {
 		return s.execute(ctx, st.Pending)
 	}
@@ -462,7 +514,7 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 	} else if reason != "" {
 		return s.apply(ctx, env, LimitHit{Step: env.Step, Reason: reason})
 	}
-	rec, err := s.runStep(ctx, env, &st)
+	rec, app, err := s.runStep(ctx, env, snap, peek)
 	if err != nil {
 		return err
 	}
@@ -471,7 +523,57 @@ func (s *Service) onIteration(ctx context.Context, env events.Envelope) error {
 			return err
 		}
 	}
-	return s.apply(ctx, env, IterationDone{Step: env.Step, Record: rec})
+	return s.gone(ctx, env, s.commitFrom(ctx, s.log(env), env.Session, snap.withContext(app.scope, app.base, app.baseVer), true,
+		IterationDone{Step: env.Step, Record: rec}, &app))
+}
+
+// current is the session's state for a step, checked against Redis in one
+// round trip with the step's journal and the version of the current
+// task's context (store.Peek): the copy this replica kept when its version
+// is still the one Redis holds, the state read again otherwise.
+func (s *Service) current(ctx context.Context, env events.Envelope) (kept, store.Peek, error) {
+	snap, cached := s.sessions.get(env.Session)
+	if !cached {
+		var err error
+		if snap, err = s.loadState(ctx, env.Session); err != nil {
+			return kept{}, store.Peek{}, err
+		}
+	}
+	scope := ""
+	if t := snap.state.CurrentTask(); t != nil {
+		scope = t.ID
+	}
+	peek, err := s.d.Store.Peek(ctx, env.Session, scope, env.Step)
+	if err != nil {
+		return kept{}, store.Peek{}, err
+	}
+	if peek.StateVersion == snap.ver {
+		return snap, peek, nil
+	}
+	if peek.StateVersion == 0 {
+		s.sessions.forget(env.Session)
+		return kept{}, store.Peek{}, fmt.Errorf("load session %s: %w", env.Session, store.ErrNotFound)
+	}
+	// Another replica (or another of this one's handlers) wrote since.
+	if snap, err = s.loadState(ctx, env.Session); err != nil {
+		return kept{}, store.Peek{}, err
+	}
+	if t := snap.state.CurrentTask(); t != nil && t.ID != scope {
+		// The peeked context version is another task's: read it with
+		// the context.
+		peek.ContextVersion = -1
+	}
+	return snap, peek, nil
+}
+
+// appendUnits are a step's new units for the context of scope, and the
+// context the step was given (base, at version baseVer), from which the
+// context after the append follows without reading it.
+type appendUnits struct {
+	scope   string
+	units   []units.Unit
+	base    []units.Unit
+	baseVer int64
 }
 
 // failSession ends the session of a step that cannot succeed: its error is
@@ -515,41 +617,43 @@ func (s *Service) abort(ctx context.Context, env events.Envelope, reason string)
 
 // runStep is one iteration: one LLM call with the task's context, then the
 // tool calls it asked for. Every effect is journaled under the step.
-func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (events.IterationRecord, error) {
+//
+// Its new units are returned to be appended with the state's save, in one
+// round trip; the journal already holds what a redelivery needs to make
+// them again.
+func (s *Service) runStep(ctx context.Context, env events.Envelope, snap kept, peek store.Peek) (events.IterationRecord, appendUnits, error) {
+	st := &snap.state
 	t := st.CurrentTask()
 	log := s.log(env)
 	ws, err := tools.NewWorkspace(st.Workspace)
 	if err != nil {
-		return events.IterationRecord{}, bus.Permanent(fmt.Errorf("workspace %s: %w", st.Workspace, err))
+		return events.IterationRecord{}, appendUnits{}, bus.Permanent(fmt.Errorf("workspace %s: %w", st.Workspace, err))
 	}
-	ctxUnits, err := s.d.Store.Units(ctx, env.Session, t.ID)
-	if err != nil {
-		return events.IterationRecord{}, err
+	ctxUnits, ctxVer := []units.Unit(nil), peek.ContextVersion
+	if us, ok := snap.contextOf(t.ID, ctxVer); ok {
+		ctxUnits = us
+	} else if ctxUnits, ctxVer, err = s.d.Store.Context(ctx, env.Session, t.ID); err != nil {
+		return events.IterationRecord{}, appendUnits{}, err
 	}
 	turn := t.Turns + 1
+	journal := peekedJournal{Journal: s.d.Store, peek: peek, session: env.Session, step: env.Step}
 
-	asked := false
-	reply, err := bus.Once(ctx, s.d.Store, env, "llm", func(ctx context.Context) (journaledReply, error) {
-		asked = true
-		msg, usage, err := llm.Reply(ctx, s.d.Model, env.Session, llm.Request{
-			Messages:  units.Messages(ctxUnits),
-			Tools:     tools.Definitions(),
-			MaxTokens: s.d.Config.MaxTokens,
-		})
-		if err != nil {
-			return journaledReply{}, fmt.Errorf("builder model: %w", err)
-		}
-		reply := journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens}}
-		for _, c := range msg.ToolCalls {
-			reply.Calls = append(reply.Calls, units.Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
-		}
-		return reply, nil
-	})
-	if err != nil {
-		return events.IterationRecord{}, err
-	}
-	if !asked {
+	// The model's reply is journaled before any tool runs, together with
+	// the tokens it cost (the session's usage): a redelivered step replays
+	// it, and counts it once.
+	var reply journaledReply
+	if found, err := journal.JournalGet(ctx, env.Session, env.Step, "llm", &reply); err != nil {
+		return events.IterationRecord{}, appendUnits{}, fmt.Errorf("recall llm of step %d: %w", env.Step, err)
+	} else if found {
 		log.Info("replaying journaled model reply")
+	} else {
+		if reply, err = s.ask(ctx, env.Session, ctxUnits); err != nil {
+			return events.IterationRecord{}, appendUnits{}, err
+		}
+		if err := s.d.Store.JournalReply(ctx, env.Session, env.Step, "llm", reply, string(llm.RoleBuilder),
+			reply.Usage.InputTokens, reply.Usage.OutputTokens); err != nil {
+			return events.IterationRecord{}, appendUnits{}, fmt.Errorf("record llm of step %d: %w", env.Step, err)
+		}
 	}
 
 	newUnits := []units.Unit{{
@@ -567,15 +671,15 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 	opts.Sandbox = s.d.Sandbox
 	exec := tools.NewExecutor(ws, sessionArtifacts{s.d.Store, env.Session}, opts)
 	for i, call := range reply.Calls {
-		res, err := s.runTool(ctx, env, exec, i, call)
+		res, err := s.runTool(ctx, env, journal, exec, i, call)
 		if err != nil {
-			return events.IterationRecord{}, err
+			return events.IterationRecord{}, appendUnits{}, err
 		}
 		log.Info("tool call", zap.String("tool", call.Name), zap.Int("exit_code", res.ExitCode), zap.Bool("error", res.Error != ""))
 		s.d.Metrics.ToolCall(call.Name, res.Error != "" || res.ExitCode != 0)
 		content, artifact, err := s.toolContent(ctx, env.Session, call, res)
 		if err != nil {
-			return events.IterationRecord{}, err
+			return events.IterationRecord{}, appendUnits{}, err
 		}
 		newUnits = append(newUnits, units.Unit{
 			ID: fmt.Sprintf("tool-%d-%d", env.Step, i), Role: openai.ChatMessageRoleTool, Kind: units.KindToolResult,
@@ -592,12 +696,10 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 			}
 		}
 	}
-	if err := s.d.Store.AppendUnits(ctx, env.Session, t.ID, newUnits...); err != nil {
-		return events.IterationRecord{}, err
-	}
+	app := appendUnits{scope: t.ID, units: newUnits, base: ctxUnits, baseVer: ctxVer}
 	rec.ContextTokens = units.Total(ctxUnits) + units.Total(newUnits)
 	if rec.WorkspaceHash, err = s.workspaceHash(ws.Root(), env.Session, t.ID, env.Step, reply.Calls); err != nil {
-		return events.IterationRecord{}, fmt.Errorf("hash workspace: %w", err)
+		return events.IterationRecord{}, appendUnits{}, fmt.Errorf("hash workspace: %w", err)
 	}
 	rec, err = boundRecord(ctx, rec, s.d.Config.InlineOutputBytes, RecordBudget(s.d.Bus.MaxPayload()),
 		func(ctx context.Context, content string) (string, error) {
@@ -605,9 +707,26 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, st *State) (
 		})
 	if errors.Is(err, ErrRecordTooLarge) {
 		// The journal replays the same calls: no delivery makes it fit.
-		return rec, bus.Permanent(err)
+		return rec, app, bus.Permanent(err)
 	}
-	return rec, err
+	return rec, app, err
+}
+
+// ask is the builder model's reply to the context us.
+func (s *Service) ask(ctx context.Context, session string, us []units.Unit) (journaledReply, error) {
+	msg, usage, err := llm.Reply(ctx, s.d.Model, session, llm.Request{
+		Messages:  units.Messages(us),
+		Tools:     tools.Definitions(),
+		MaxTokens: s.d.Config.MaxTokens,
+	})
+	if err != nil {
+		return journaledReply{}, fmt.Errorf("builder model: %w", err)
+	}
+	reply := journaledReply{Content: msg.Content, Usage: events.Usage{InputTokens: usage.PromptTokens, OutputTokens: usage.CompletionTokens}}
+	for _, c := range msg.ToolCalls {
+		reply.Calls = append(reply.Calls, units.Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
+	}
+	return reply, nil
 }
 
 // workspaceHash is tools.Hash of the workspace as step left it. A step
@@ -630,22 +749,35 @@ func (s *Service) workspaceHash(root, session, task string, step int, calls []un
 // shell command that started but whose result was never recorded (the
 // replica died while it ran) is not run again: its effects are unknown, and
 // the model is told so.
-func (s *Service) runTool(ctx context.Context, env events.Envelope, exec *tools.Executor, i int, call units.Call) (tools.Result, error) {
-	return bus.Once(ctx, s.d.Store, env, fmt.Sprintf("tool:%d", i), func(ctx context.Context) (tools.Result, error) {
+//
+// The start is claimed (store.JournalClaim), not just written: of two
+// deliveries of one step that race, one runs the command.
+func (s *Service) runTool(ctx context.Context, env events.Envelope, journal bus.Journal, exec *tools.Executor, i int, call units.Call) (tools.Result, error) {
+	return bus.Once(ctx, journal, env, fmt.Sprintf("tool:%d", i), func(ctx context.Context) (tools.Result, error) {
 		if call.Name == tools.Run {
 			startKey := fmt.Sprintf("start:%d", i)
 			var started toolStart
-			found, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, startKey, &started)
+			found, err := journal.JournalGet(ctx, env.Session, env.Step, startKey, &started)
 			if err != nil {
 				return tools.Result{}, err
+			}
+			if !found {
+				started = toolStart{At: s.d.Clock()}
+				claimed, err := s.d.Store.JournalClaim(ctx, env.Session, env.Step, startKey, started)
+				if err != nil {
+					return tools.Result{}, err
+				}
+				if !claimed {
+					if _, err := s.d.Store.JournalGet(ctx, env.Session, env.Step, startKey, &started); err != nil {
+						return tools.Result{}, err
+					}
+				}
+				found = !claimed
 			}
 			if found {
 				return tools.Result{Error: fmt.Sprintf("this command was interrupted at %s when the builder replica running it stopped; "+
 					"it was not run again because it may already have had effects. Check the workspace before running it again.",
 					started.At.UTC().Format(time.RFC3339)), ExitCode: -1}, nil
-			}
-			if err := s.d.Store.JournalPut(ctx, env.Session, env.Step, startKey, toolStart{At: s.d.Clock()}); err != nil {
-				return tools.Result{}, err
 			}
 		}
 		res, err := exec.Execute(ctx, call.Name, call.Args)
@@ -692,4 +824,21 @@ func (a sessionArtifacts) GetArtifact(ctx context.Context, id string) (string, e
 		return "", fmt.Errorf("%w: %v", tools.ErrArtifactNotFound, err)
 	}
 	return v, err
+}
+
+// peekedJournal answers for the step it was peeked at from what the peek
+// read (store.Peek holds the step's whole journal as it was when the step
+// began), and from the store otherwise; writes go to the store.
+type peekedJournal struct {
+	bus.Journal
+	peek    store.Peek
+	session string
+	step    int
+}
+
+func (j peekedJournal) JournalGet(ctx context.Context, session string, step int, field string, v any) (bool, error) {
+	if session != j.session || step != j.step {
+		return j.Journal.JournalGet(ctx, session, step, field, v)
+	}
+	return j.peek.JournalValue(field, v)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -220,10 +221,29 @@ func (s *Service) checkQuiet(ctx context.Context, session string, now time.Time)
 // activity index, and executes the commands. A stale input re-executes the
 // pending commands of the transition that made it stale.
 func (s *Service) commit(ctx context.Context, log *zap.Logger, session string, st State, ver int64, in Input) error {
+	return s.commitFrom(ctx, log, session, kept{state: st, ver: ver}, false, in, nil)
+}
+
+// commitFrom is commit from a copy of the session, with units to
+// append to a context before the save (app, may be nil), all written in
+// one round trip (store.Commit). A copy this replica kept (cached) is
+// acted on only through a successful save, whose compare-and-set proves
+// it current: a stale input, a refused one or a conflict reads the state
+// again and decides on that.
+func (s *Service) commitFrom(ctx context.Context, log *zap.Logger, session string, snap kept, cached bool, in Input, app *appendUnits) error {
+	st, ver := snap.state, snap.ver
 	next, cmds, err := Next(st, in, s.d.Clock())
+	if err != nil && cached {
+		return s.recommit(ctx, log, session, in, app)
+	}
 	if errors.Is(err, ErrStale) {
 		log.Debug("stale input; re-executing pending commands", zap.String("input", fmt.Sprintf("%T", in)),
 			zap.String("phase", string(st.Phase)), zap.Int("state_step", st.Step))
+		if app != nil {
+			if err := s.d.Store.AppendUnits(ctx, session, app.scope, app.units...); err != nil {
+				return err
+			}
+		}
 		if err := s.track(ctx, session, st, ver); err != nil {
 			return err
 		}
@@ -233,20 +253,63 @@ func (s *Service) commit(ctx context.Context, log *zap.Logger, session string, s
 		return bus.Permanent(err)
 	}
 	next.Pending = cmds
-	saved, err := s.d.Store.SaveState(ctx, session, ver, next)
+	c := store.Commit{Session: session, Expect: ver, State: next, Ended: next.Done(), Now: s.d.Clock(), Usage: s.d.Index != nil}
+	if app != nil {
+		c.Scope, c.Units = app.scope, app.units
+	}
+	res, err := s.d.Store.Commit(ctx, c)
+	if errors.Is(err, store.ErrConflict) && cached {
+		return s.recommit(ctx, log, session, in, app)
+	}
 	if err != nil {
+		s.sessions.forget(session)
 		return err
 	}
+	saved := kept{state: next, ver: res.Version, scope: snap.scope, units: snap.units, ctxVer: snap.ctxVer}
+	if app != nil {
+		saved = saved.withContext(app.scope, nil, 0)
+		switch {
+		case app.baseVer > 0 && res.Added == len(app.units) && res.ContextVersion == app.baseVer+1:
+			saved = saved.withContext(app.scope, slices.Concat(app.base, app.units), res.ContextVersion)
+		case app.baseVer > 0 && res.Added == 0 && res.ContextVersion == app.baseVer:
+			saved = saved.withContext(app.scope, app.base, app.baseVer)
+		}
+	}
+	s.sessions.put(session, saved)
 	if next.Phase != st.Phase || next.Step != st.Step {
 		log.Info("transition", zap.String("from", string(st.Phase)), zap.String("to", string(next.Phase)), zap.Int("next_step", next.Step))
 	}
 	if next.Done() && next.Reason != "" {
 		log.Warn("session ended", zap.String("phase", string(next.Phase)), zap.String("reason", next.Reason))
 	}
-	if err := s.track(ctx, session, next, saved); err != nil {
+	if err := s.indexWith(ctx, next, res.Version, res.Usage); err != nil {
 		return err
 	}
+	if next.Done() {
+		s.sessions.forget(session)
+	}
 	return s.execute(ctx, cmds)
+}
+
+// errStateGone: the state a replica kept is gone from Redis; the handler
+// of the event ends the session as stateGone does.
+var errStateGone = errors.New("session state is gone")
+
+// recommit is commitFrom again on the state read from Redis, after this
+// replica's copy turned out not to be the session's latest.
+func (s *Service) recommit(ctx context.Context, log *zap.Logger, session string, in Input, app *appendUnits) error {
+	snap, err := s.loadState(ctx, session)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errStateGone, err)
+	}
+	if err != nil {
+		return err
+	}
+	if app != nil {
+		// The context the step was given is not known to be current.
+		app = &appendUnits{scope: app.scope, units: app.units}
+	}
+	return s.commitFrom(ctx, log, session, snap, false, in, app)
 }
 
 // track keeps the activity index and the session index in line with a

@@ -82,7 +82,7 @@ rm -f "$msg"
 // an Outcome (the work is rejected), not an error; an error is git itself
 // failing.
 func (r *Repo) Commit(ctx context.Context, msg Message, id Identity) (Outcome, error) {
-	res, err := r.confined(ctx, id.env(), "sh", "-c", commitScript, "ralph-commit", msg.String())
+	res, err := r.confinedUnlocked(ctx, id.env(), "sh", "-c", commitScript, "ralph-commit", msg.String())
 	if err != nil {
 		return Outcome{}, fmt.Errorf("commit task %s: %w", msg.Task, err)
 	}

@@ -17,6 +17,10 @@ type Config struct {
 	// Timeout bounds one git command, a commit's hooks included (a
 	// pre-commit hook may run a linter or the tests).
 	Timeout time.Duration `default:"300s" desc:"timeout of one git command, the repository's hooks included"`
+	// StaleLock is when a lock file git left in .git counts as left by a
+	// git that was killed (a builder killed while it switched branches or
+	// committed leaves one, and git refuses to go on while it is there).
+	StaleLock time.Duration `split_words:"true" default:"60s" desc:"a lock file in .git (index.lock, a ref's .lock) at least this old is taken for one a killed git left: the platform's own git command (branch switch, commit) removes it and runs again, waiting for a younger one to reach this age"`
 }
 
 // DefaultConfig is Config at its documented defaults.
@@ -28,5 +32,6 @@ func (c Config) Validate() error {
 		settings.Check(c.AuthorName != "", "AuthorName", c.AuthorName, "must not be empty"),
 		settings.Check(c.AuthorEmail != "", "AuthorEmail", c.AuthorEmail, "must not be empty"),
 		settings.Check(c.Timeout >= time.Second, "Timeout", c.Timeout, "must be at least 1s"),
+		settings.Check(c.StaleLock >= time.Second, "StaleLock", c.StaleLock, "must be at least 1s"),
 	)
 }

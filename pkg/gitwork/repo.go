@@ -187,7 +187,7 @@ func (r *Repo) Checkout(ctx context.Context, branch string) (string, error) {
 		if !exists {
 			args = []string{"git", "switch", "--quiet", "--create", branch}
 		}
-		res, err := r.confined(ctx, nil, args...)
+		res, err := r.confinedUnlocked(ctx, nil, args...)
 		if err != nil {
 			return "", err
 		}

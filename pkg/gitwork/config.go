@@ -20,7 +20,9 @@ type Config struct {
 	// StaleLock is when a lock file git left in .git counts as left by a
 	// git that was killed (a builder killed while it switched branches or
 	// committed leaves one, and git refuses to go on while it is there).
-	StaleLock time.Duration `split_words:"true" default:"60s" desc:"a lock file in .git (index.lock, a ref's .lock) at least this old is taken for one a killed git left: the platform's own git command (branch switch, commit) removes it and runs again, waiting for a younger one to reach this age"`
+	// Below RALPH_STREAM_ACK_WAIT, so the redelivery after such a kill
+	// finds the lock stale.
+	StaleLock time.Duration `split_words:"true" default:"20s" desc:"a lock file in .git (index.lock, a ref's .lock) at least this old is taken for one a killed git left: the platform's own branch switch or commit removes it and runs again (a younger one is git's refusal, as before); keep it below RALPH_STREAM_ACK_WAIT"`
 }
 
 // DefaultConfig is Config at its documented defaults.

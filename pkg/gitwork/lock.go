@@ -20,13 +20,15 @@ var lockRefused = regexp.MustCompile(`Unable to create '([^']+\.lock)': File exi
 
 // confinedUnlocked is confined for the platform's own writes (switching
 // branches, committing). When git refuses because of a lock file in the
-// repository's .git, the file is taken for one left by a git that was
-// killed (the builder that ran it died mid-command, and the sandbox took
-// its children with it) once it is StaleLock old: a live git holds a lock
-// for milliseconds, a commit's hooks for as long as they run, and the
-// session's commands are run one at a time. A younger lock is waited for
-// until it reaches that age, or goes; then the command runs again, once
-// per lock.
+// repository's .git that is at least StaleLock old, the file is taken for
+// one left by a git that was killed, removed, and the command runs again
+// (once per lock). A builder killed while it switched or committed leaves
+// such a lock (the sandbox takes git down with it), and the event is
+// redelivered an ack wait later (RALPH_STREAM_ACK_WAIT, 30 s), when the
+// lock is older than StaleLock (20 s). A live git holds its lock for
+// milliseconds and every command of a session's agent is gone when its
+// call ends, so a lock that old is nobody's; a younger one is left alone
+// and git's refusal stands, as before.
 func (r *Repo) confinedUnlocked(ctx context.Context, env []string, args ...string) (result, error) {
 	removed := map[string]bool{}
 	for {
@@ -38,7 +40,8 @@ func (r *Repo) confinedUnlocked(ctx context.Context, env []string, args ...strin
 		if !ok || removed[path] {
 			return res, nil
 		}
-		if err := r.clearStaleLock(ctx, path); err != nil {
+		stale, err := r.removeIfStale(path)
+		if err != nil || !stale {
 			return res, err
 		}
 		removed[path] = true
@@ -63,34 +66,21 @@ func (r *Repo) refusingLock(out []byte) (string, bool) {
 	return path, true
 }
 
-// clearStaleLock removes the lock at path once it is StaleLock old, waiting
-// (bounded by ctx) while it is younger. A lock that goes meanwhile needs
-// nothing more.
-func (r *Repo) clearStaleLock(ctx context.Context, path string) error {
-	for {
-		fi, err := os.Lstat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("git lock %s: %w", path, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("git lock %s is not a regular file: %w", path, ErrGit)
-		}
-		age := time.Since(fi.ModTime())
-		if age >= r.cfg.StaleLock {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("remove stale git lock %s: %w", path, err)
-			}
-			return nil
-		}
-		wait := time.NewTimer(r.cfg.StaleLock - age)
-		select {
-		case <-ctx.Done():
-			wait.Stop()
-			return fmt.Errorf("git lock %s (%s old, stale at %s, RALPH_GIT_STALE_LOCK): %w", path, age.Round(time.Second), r.cfg.StaleLock, ctx.Err())
-		case <-wait.C:
-		}
+// removeIfStale removes the lock at path when it is at least StaleLock
+// old (or already gone), and says whether the command can run again.
+func (r *Repo) removeIfStale(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
 	}
+	if err != nil {
+		return false, fmt.Errorf("git lock %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || time.Since(fi.ModTime()) < r.cfg.StaleLock {
+		return false, nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("remove stale git lock %s: %w", path, err)
+	}
+	return true, nil
 }

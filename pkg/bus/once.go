@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ralphmesh/ralph/pkg/events"
@@ -54,21 +55,29 @@ func Once[T any](ctx context.Context, j Journal, env events.Envelope, field stri
 	return result, nil
 }
 
-// held is what Once computed during one handling of an event but could
-// not record, by session, step and field. RideOut gives each handling one
-// (in its context), so a result outlives a run of the handler that failed
-// for an outage, and nothing else: another delivery, maybe on another
-// replica, knows only the journal.
+// held is what Once computed during a handling of an event but could not
+// record, by session, step and field. RideOut keeps one for the handlings
+// of its handler in this process (in their context), so a result outlives
+// a run of the handler that failed for an outage, and a redelivery of the
+// same event here finds it too; another replica knows only the journal.
+// It holds at most maxHeld results, the oldest forgotten first (a result
+// is dropped as soon as it is recorded, so only results of events given up
+// on during an outage linger).
 type held struct {
 	mu      sync.Mutex
 	results map[string]any
+	order   []string
 }
+
+const maxHeld = 1024
 
 type heldKey struct{}
 
-// withHeld is ctx with a place for the results of one handling.
-func withHeld(ctx context.Context) context.Context {
-	return context.WithValue(ctx, heldKey{}, &held{results: map[string]any{}})
+func newHeld() *held { return &held{results: map[string]any{}} }
+
+// withHeld is ctx with h as the place for results Once could not record.
+func withHeld(ctx context.Context, h *held) context.Context {
+	return context.WithValue(ctx, heldKey{}, h)
 }
 
 func (h *held) get(key string) (any, bool) {
@@ -87,7 +96,14 @@ func (h *held) keep(key string, v any) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, ok := h.results[key]; !ok {
+		h.order = append(h.order, key)
+	}
 	h.results[key] = v
+	for len(h.order) > maxHeld {
+		delete(h.results, h.order[0])
+		h.order = h.order[1:]
+	}
 }
 
 func (h *held) drop(key string) {
@@ -97,6 +113,7 @@ func (h *held) drop(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.results, key)
+	h.order = slices.DeleteFunc(h.order, func(k string) bool { return k == key })
 }
 
 // Step is the policy of a handler that computes one result from its event

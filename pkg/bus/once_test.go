@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,8 +113,8 @@ func (a *awayJournal) JournalPut(ctx context.Context, session string, step int, 
 
 // A result computed while the journal was away is recorded when RideOut
 // runs the handler again, not computed again: the command finished in this
-// process, so it must neither run twice nor be taken for interrupted. A
-// redelivery (another handling) knows only the journal.
+// process, so it must neither run twice nor be taken for interrupted.
+// Without RideOut (no handling to share with) only the journal counts.
 func TestOnceRecordsAResultComputedDuringAnOutage(t *testing.T) {
 	j, env := journal(t), event(t)
 	away := &awayJournal{Journal: j, away: 2}
@@ -143,6 +144,59 @@ func TestOnceRecordsAResultComputedDuringAnOutage(t *testing.T) {
 	}
 	if _, err := Once(context.Background(), away, next, "tool:0", c.compute); err != nil || c.calls != 3 {
 		t.Fatalf("a new handling: %v, %d computations; want it computed again (the start marker of a command is what stops a rerun then)", err, c.calls)
+	}
+}
+
+// A redelivery of the event to this replica while the first handling still
+// waits out the outage (a NATS restart can redeliver it then) finds the
+// result the first handling computed and could not record: it records it
+// instead of computing it again, and the first handling, when it wakes,
+// finds it in the journal.
+func TestARedeliveryHereFindsTheResultAnEarlierHandlingHeld(t *testing.T) {
+	j, env := journal(t), event(t)
+	away := &awayJournal{Journal: j, away: 1}
+	c := &counted{next: func(call int) (result, error) { return result{Value: fmt.Sprintf("ran by call %d", call)}, nil }}
+	firstFailed := make(chan struct{})
+	release := make(chan struct{})
+	var first, second result
+	handling := 0
+	var mu sync.Mutex
+	handler := RideOut(time.Minute, time.Millisecond, 2*time.Millisecond, nil)(func(ctx context.Context, env events.Envelope) error {
+		mu.Lock()
+		handling++
+		n := handling
+		mu.Unlock()
+		got, err := Once(ctx, away, env, "tool:0", c.compute)
+		switch {
+		case n == 1 && err != nil:
+			// The first handling waits, as RideOut would, while the event
+			// is redelivered.
+			close(firstFailed)
+			<-release
+			return err
+		case n == 1 || n == 3:
+			first = got
+		default:
+			second = got
+		}
+		return err
+	})
+	done := make(chan error, 1)
+	go func() { done <- handler(context.Background(), env) }()
+	<-firstFailed
+	if err := handler(context.Background(), env); err != nil {
+		t.Fatalf("the redelivery: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the first handling: %v", err)
+	}
+	if c.calls != 1 || second.Value != "ran by call 1" || first != second {
+		t.Fatalf("computed %d times; the redelivery got %+v, the first handling %+v: want one computation, shared", c.calls, second, first)
+	}
+	var recorded result
+	if found, err := j.JournalGet(context.Background(), env.Session, env.Step, "tool:0", &recorded); err != nil || !found || recorded != second {
+		t.Fatalf("journal has %+v (found %v, %v), want %+v", recorded, found, err, second)
 	}
 }
 

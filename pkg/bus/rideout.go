@@ -21,9 +21,11 @@ import (
 // with the reason, so the event is given up on (and its session ended)
 // rather than retried forever. A zero budget turns riding out off.
 //
-// The runs of one event share what Once computed but could not record, so
-// a command that finished while Redis was away is recorded once it is back,
-// not reported as interrupted.
+// The runs of an event in this process share what Once computed but could
+// not record, so a command that finished while Redis was away is recorded
+// once it is back, not reported as interrupted: the runs of one handling,
+// and a redelivery of the same event to this replica while an earlier
+// handling still waits (a NATS restart during the outage can redeliver it).
 func RideOut(budget, base, max time.Duration, log *zap.Logger) Middleware {
 	if log == nil {
 		log = zap.NewNop()
@@ -38,12 +40,13 @@ func RideOut(budget, base, max time.Duration, log *zap.Logger) Middleware {
 		if budget <= 0 {
 			return h
 		}
+		shared := newHeld()
 		return func(ctx context.Context, env events.Envelope) error {
 			began := time.Now()
 			wait := base
 			// What a run computed but could not record is recorded by the
 			// next run (Once), not computed again.
-			ctx = withHeld(ctx)
+			ctx = withHeld(ctx, shared)
 			for attempt := 1; ; attempt++ {
 				err := h(ctx, env)
 				if !IsUnavailable(err) || ctx.Err() != nil {

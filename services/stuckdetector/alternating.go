@@ -47,6 +47,10 @@ func (Alternating) Name() string { return "alternating" }
 
 // Detect implements Pattern.
 func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p Alternating) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	steps := min(cfg.AlternatingSteps, cfg.Window)
 	// A window too small for two full cycles can see no ping-pong.
@@ -68,7 +72,7 @@ func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events
 	}
 	fps := make([]string, len(window)-from)
 	for i, r := range window[from:] {
-		fps[i] = iterationFingerprint(r)
+		fps[i] = m.iterationFingerprint(r)
 	}
 	fpRun := alternationRun(fps)
 
@@ -116,16 +120,16 @@ func alternationRun(keys []string) int {
 // their args and outcomes (sorted: the order of parallel calls is not
 // meaningful), or, without calls, its normalized text; "" for an empty
 // record, which matches nothing.
-func iterationFingerprint(r events.IterationRecord) string {
+func (m *memo) iterationFingerprint(r events.IterationRecord) string {
 	if len(r.ToolCalls) > 0 {
 		fp := make([]string, len(r.ToolCalls))
 		for i, c := range r.ToolCalls {
-			fp[i] = callSignature(c) + "\x00" + outcomeOf(c)
+			fp[i] = m.callSignature(c) + "\x00" + m.outcomeOf(c)
 		}
 		slices.Sort(fp)
 		return "calls\x00" + strings.Join(fp, "\x01")
 	}
-	if tokens := textTokens(r.AssistantText); len(tokens) > 0 {
+	if tokens := m.textTokens(r.AssistantText); len(tokens) > 0 {
 		return "text\x00" + strings.Join(tokens, " ")
 	}
 	return ""

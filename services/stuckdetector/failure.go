@@ -128,7 +128,7 @@ func stripNoise(s string) string {
 	if strings.IndexByte(s, '-') >= 0 {
 		s = uuidRE.ReplaceAllString(s, "<id>")
 	}
-	if hasDigit(s) {
+	if hasDigit(s) && mayHoldHex(s) {
 		// Without a digit, hexRE finds only words, which it keeps.
 		s = hexRE.ReplaceAllStringFunc(s, func(h string) string {
 			// All digits is a number, left to the caller; all letters is a
@@ -144,6 +144,26 @@ func stripNoise(s string) string {
 		s = absPathRE.ReplaceAllString(s, "$1<path>")
 	}
 	return s
+}
+
+// mayHoldHex reports whether s has what every match of hexRE starts with:
+// "0x" or seven hex digits in a row.
+func mayHoldHex(s string) bool {
+	if strings.Contains(s, "0x") || strings.Contains(s, "0X") {
+		return true
+	}
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' {
+			if run++; run >= 7 {
+				return true
+			}
+			continue
+		}
+		run = 0
+	}
+	return false
 }
 
 // hasDigit reports whether s has an ASCII digit, which \d is in Go's

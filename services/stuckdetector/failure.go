@@ -115,17 +115,17 @@ func normalizeStripped(s string) string {
 // stripNoise replaces the timestamps, UUIDs, hex ids and absolute paths of
 // s with placeholders, leaving its numbers.
 //
-// Each expression runs only on text that has a character every match of it
-// needs: the regexps cost more than the rest of an analysis, and most
-// outputs lack a clock's colon, a UUID's dash or an absolute path's slash.
+// Each expression runs only on text that has what every match of it starts
+// with: the regexps cost more than the rest of an analysis, and most outputs
+// hold no date, clock, UUID, hex id or absolute path.
 func stripNoise(s string) string {
-	if hasDigit(s) && strings.ContainsAny(s, "-/") {
+	if runBefore(s, 4, isDigit, "-/") { // 2026-01-18, 2026/01/18
 		s = timestampRE.ReplaceAllString(s, "<time>")
 	}
-	if strings.IndexByte(s, ':') >= 0 {
+	if runBefore(s, 1, isDigit, ":") { // 10:41:07
 		s = clockRE.ReplaceAllString(s, "<time>")
 	}
-	if strings.IndexByte(s, '-') >= 0 {
+	if runBefore(s, 8, isHexDigit, "-") { // 123e4567-
 		s = uuidRE.ReplaceAllString(s, "<id>")
 	}
 	if hasDigit(s) && mayHoldHex(s) {
@@ -155,7 +155,7 @@ func mayHoldHex(s string) bool {
 	run := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' {
+		if isHexDigit(c) {
 			if run++; run >= 7 {
 				return true
 			}
@@ -165,6 +165,28 @@ func mayHoldHex(s string) bool {
 	}
 	return false
 }
+
+// runBefore reports whether s has n or more bytes in a row for which in
+// is true, followed by one of the bytes of seps.
+func runBefore(s string, n int, in func(byte) bool, seps string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if run >= n && strings.IndexByte(seps, c) >= 0 {
+			return true
+		}
+		if in(c) {
+			run++
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHexDigit(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // hasDigit reports whether s has an ASCII digit, which \d is in Go's
 // regexps: without one, no number, time, duration or counter can match.

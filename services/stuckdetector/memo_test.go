@@ -99,6 +99,14 @@ func stripNoiseEveryRegexp(s string) string {
 	return absPathRE.ReplaceAllString(s, "$1<path>")
 }
 
+// answerKeyEveryRegexp is answerKey of a successful output as it was.
+func answerKeyEveryRegexp(out string) string {
+	if strings.TrimSpace(out) == "" {
+		return "quiet\x00"
+	}
+	return "ok\x00" + durationRE.ReplaceAllString(stripNoiseEveryRegexp(out), "<duration>")
+}
+
 // normalizeFailureEveryRegexp is normalizeFailure as it was.
 func normalizeFailureEveryRegexp(s string) string {
 	s = stripNoiseEveryRegexp(s)
@@ -120,7 +128,7 @@ func TestStripNoiseSkipsOnlyWhatCannotMatch(t *testing.T) {
 		"abcdef1", "abcdef", "2026-01-18T10:41:07.123Z boom", "2026/01/18 10:41:07 dial tcp",
 		"took 10:41:07", "open /tmp/x/y.go: no such file", `C:\Users\x\a.go:3: bad`, "see ~/src/a.go",
 		"https://host/x 404", "./main.go:3:1: undefined: x", "--- FAIL: TestCase3 (0.01s)\nFAIL",
-		"2 of 3 updated, 45% done", "retrying in 250ms", "x=/abs/path,y", "é 12:00:00 ü",
+		"2 of 3 updated, 45% done", "retrying in 250ms", "ok pkg 0.011s", "in 7s", "3µs", "5m 2h 9ns 4us", "x=/abs/path,y", "é 12:00:00 ü",
 		"line one\n\tline two 7\n", "no digits, no dash, no colon",
 	}
 	for _, records := range corpusRecords(t) {
@@ -134,6 +142,9 @@ func TestStripNoiseSkipsOnlyWhatCannotMatch(t *testing.T) {
 	for _, s := range texts {
 		if got, want := stripNoise(s), stripNoiseEveryRegexp(s); got != want {
 			t.Errorf("stripNoise(%q) = %q, every regexp gives %q", s, got, want)
+		}
+		if got, want := newMemo().answerKey(events.ToolCall{Output: s}), answerKeyEveryRegexp(s); got != want {
+			t.Errorf("answerKey of output %q = %q, every regexp gives %q", s, got, want)
 		}
 		if got, want := normalizeFailure(s), normalizeFailureEveryRegexp(s); got != want {
 			t.Errorf("normalizeFailure(%q) = %q, every regexp gives %q", s, got, want)

@@ -271,7 +271,12 @@ func (m *memo) answerKey(c events.ToolCall) string {
 		return "quiet\x00" + m.callSignature(c)
 	}
 	return lookup(m.answers, c.Output, func(out string) string {
-		return "ok\x00" + durationRE.ReplaceAllString(stripNoise(out), "<duration>")
+		out = stripNoise(out)
+		// A duration is a digit followed by its unit or its decimal point.
+		if runBefore(out, 1, isDigit, "numsh.\xc2") {
+			out = durationRE.ReplaceAllString(out, "<duration>")
+		}
+		return "ok\x00" + out
 	})
 }
 

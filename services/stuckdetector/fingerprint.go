@@ -28,15 +28,6 @@ func callSignature(c events.ToolCall) string {
 
 func canonicalArgs(raw json.RawMessage) string {
 	trimmed := bytes.TrimSpace(raw)
-	if isCanonicalObject(trimmed) {
-		// What decoding and encoding would give back (canonicaljson.go).
-		return string(trimmed)
-	}
-	return reencodeArgs(trimmed)
-}
-
-// reencodeArgs is canonicalArgs the long way: decode, unwrap, encode.
-func reencodeArgs(trimmed []byte) string {
 	v, ok := decodeJSON(trimmed)
 	if !ok {
 		// Not JSON (a builder bug or a hand-written record): compare the

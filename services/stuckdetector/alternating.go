@@ -47,17 +47,17 @@ func (Alternating) Name() string { return "alternating" }
 
 // Detect implements Pattern.
 func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p Alternating) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	steps := min(cfg.AlternatingSteps, cfg.Window)
 	// A window too small for two full cycles can see no ping-pong.
 	if steps < 4 || len(window) < steps {
 		return nil
 	}
-	hashes := make([]string, len(window))
-	for i, r := range window {
-		hashes[i] = r.WorkspaceHash
-	}
-	hashRun := alternationRun(hashes)
+	hashRun := alternationRunOf(len(window), func(i int) string { return window[i].WorkspaceHash })
 
 	from := 0
 	for i := len(window) - 1; i >= 0; i-- {
@@ -66,11 +66,9 @@ func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events
 			break
 		}
 	}
-	fps := make([]string, len(window)-from)
-	for i, r := range window[from:] {
-		fps[i] = iterationFingerprint(r)
-	}
-	fpRun := alternationRun(fps)
+	// Fingerprints are asked for newest first and only as far back as the
+	// alternation goes: a window that is not ping-ponging needs three.
+	fpRun := alternationRunOf(len(window)-from, func(i int) string { return m.iterationFingerprint(window[from+i]) })
 
 	run, confidence := fpRun, alternatingConfidence
 	if hashRun >= steps {
@@ -101,13 +99,28 @@ func (p Alternating) Detect(window []events.IterationRecord, cfg Config) *events
 // between two different non-empty values (x, y, x, y, ...), or 0 when the
 // last two keys are not two different values.
 func alternationRun(keys []string) int {
-	n := len(keys)
-	if n < 2 || keys[n-1] == "" || keys[n-2] == "" || keys[n-1] == keys[n-2] {
+	return alternationRunOf(len(keys), func(i int) string { return keys[i] })
+}
+
+// alternationRunOf is alternationRun over n keys that key(i) gives, asking
+// for each at most once, newest first, and for none older than the run.
+func alternationRunOf(n int, key func(i int) string) int {
+	if n < 2 {
+		return 0
+	}
+	// x and y are the keys one and two places after i.
+	x, y := key(n-2), key(n-1)
+	if y == "" || x == "" || y == x {
 		return 0
 	}
 	run := 2
-	for i := n - 3; i >= 0 && keys[i] == keys[i+2]; i-- {
+	for i := n - 3; i >= 0; i-- {
+		k := key(i)
+		if k != y {
+			break
+		}
 		run++
+		x, y = k, x
 	}
 	return run
 }
@@ -116,16 +129,16 @@ func alternationRun(keys []string) int {
 // their args and outcomes (sorted: the order of parallel calls is not
 // meaningful), or, without calls, its normalized text; "" for an empty
 // record, which matches nothing.
-func iterationFingerprint(r events.IterationRecord) string {
+func (m *memo) iterationFingerprint(r events.IterationRecord) string {
 	if len(r.ToolCalls) > 0 {
 		fp := make([]string, len(r.ToolCalls))
 		for i, c := range r.ToolCalls {
-			fp[i] = callSignature(c) + "\x00" + outcomeOf(c)
+			fp[i] = m.callSignature(c) + "\x00" + m.outcomeOf(c)
 		}
 		slices.Sort(fp)
 		return "calls\x00" + strings.Join(fp, "\x01")
 	}
-	if tokens := textTokens(r.AssistantText); len(tokens) > 0 {
+	if tokens := m.textTokens(r.AssistantText); len(tokens) > 0 {
 		return "text\x00" + strings.Join(tokens, " ")
 	}
 	return ""

@@ -58,20 +58,24 @@ func (Chanting) Name() string { return "chanting" }
 
 // Detect implements Pattern.
 func (p Chanting) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p Chanting) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	if len(window) == 0 {
 		return nil
 	}
-	if s := p.within(window[len(window)-1], cfg); s != nil {
+	if s := p.within(m, window[len(window)-1], cfg); s != nil {
 		return s
 	}
-	return p.across(window, cfg)
+	return p.across(m, window, cfg)
 }
 
-func (p Chanting) within(r events.IterationRecord, cfg Config) *events.Signal {
+func (p Chanting) within(m *memo, r events.IterationRecord, cfg Config) *events.Signal {
 	// prose joins chunks with a space; one after the last chunk makes its
 	// final repeat whole, like the others.
-	rep, ok := backToBack(prose(r.AssistantText)+" ", cfg.ChantMinChars, cfg.ChantRepeats)
+	rep, ok := backToBack(m.prose(r.AssistantText)+" ", cfg.ChantMinChars, cfg.ChantRepeats)
 	if !ok {
 		return nil
 	}
@@ -85,14 +89,14 @@ func (p Chanting) within(r events.IterationRecord, cfg Config) *events.Signal {
 	}, events.ActionPrune, rep.times, cfg.ChantRepeats, countOf(rep.times, "repeat"))
 }
 
-func (p Chanting) across(window []events.IterationRecord, cfg Config) *events.Signal {
+func (p Chanting) across(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	n := cfg.ChantRepeats
 	if len(window) < n {
 		return nil
 	}
 	texts := make([]string, len(window))
 	for i, r := range window {
-		texts[i] = prose(r.AssistantText)
+		texts[i] = m.prose(r.AssistantText)
 	}
 	changed := workspaceChanges(window)
 	recent := texts[len(texts)-n:]
@@ -103,10 +107,10 @@ func (p Chanting) across(window []events.IterationRecord, cfg Config) *events.Si
 	if slices.Contains(changed[len(window)-n+1:], true) {
 		return nil
 	}
-	newestShingles := shingles(textTokens(window[len(window)-1].AssistantText))
+	newestShingles := m.textShingles(window[len(window)-1].AssistantText)
 	allSame := true
 	for _, r := range window[len(window)-n : len(window)-1] {
-		if jaccard(shingles(textTokens(r.AssistantText)), newestShingles) < cfg.SimilarityThreshold {
+		if jaccard(m.textShingles(r.AssistantText), newestShingles) < cfg.SimilarityThreshold {
 			allSame = false
 		}
 	}

@@ -28,6 +28,10 @@ func (CircularTools) Name() string { return "circular_tools" }
 
 // Detect implements Pattern.
 func (p CircularTools) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p CircularTools) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	if len(window) == 0 {
 		return nil
@@ -37,7 +41,7 @@ func (p CircularTools) Detect(window []events.IterationRecord, cfg Config) *even
 	if len(stretch) == 0 {
 		return nil
 	}
-	sigs := signatures(stretch)
+	sigs := m.signatures(stretch)
 
 	var (
 		bestSig   string

@@ -36,16 +36,20 @@ func (CompactionLoop) Name() string { return "compaction_loop" }
 
 // Detect implements Pattern.
 func (p CompactionLoop) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p CompactionLoop) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	if len(window) == 0 || !window[len(window)-1].Compacted {
 		return nil
 	}
-	loop, ok := compactionsWithoutProgress(window, cfg.CompactionRepeats)
+	loop, ok := compactionsWithoutProgress(m, window, cfg.CompactionRepeats)
 	if !ok {
 		return nil
 	}
 	count := longestRun(cfg.CompactionRepeats, len(window), func(k int) bool {
-		l, ok := compactionsWithoutProgress(window, k)
+		l, ok := compactionsWithoutProgress(m, window, k)
 		if ok {
 			loop = l
 		}
@@ -94,7 +98,7 @@ type compactionLoop struct {
 // compactionsWithoutProgress looks at the last k compactions of window
 // (whose newest record is one) and reports whether nothing progressed from
 // the first of them to the end of the window.
-func compactionsWithoutProgress(window []events.IterationRecord, k int) (compactionLoop, bool) {
+func compactionsWithoutProgress(m *memo, window []events.IterationRecord, k int) (compactionLoop, bool) {
 	var loop compactionLoop
 	for i := len(window) - 1; i >= 0 && len(loop.compactions) < k; i-- {
 		if window[i].Compacted {
@@ -131,13 +135,13 @@ func compactionsWithoutProgress(window []events.IterationRecord, k int) (compact
 	seen := map[string]bool{}
 	for _, r := range window[:loop.first] {
 		for _, c := range r.ToolCalls {
-			seen[callSignature(c)+"\x00"+outcomeOf(c)] = true
+			seen[m.callSignature(c)+"\x00"+m.outcomeOf(c)] = true
 		}
 	}
 	var calls []events.ToolCall
 	for _, r := range stretch {
 		for _, c := range r.ToolCalls {
-			k := callSignature(c) + "\x00" + outcomeOf(c)
+			k := m.callSignature(c) + "\x00" + m.outcomeOf(c)
 			if !seen[k] {
 				loop.fresh++
 				seen[k] = true

@@ -118,39 +118,49 @@ func validFraction(f float64) bool {
 // with the defaults: the core never fails on configuration, the edges
 // (CLI, service start-up) validate and report.
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
+	// The defaults come from the struct tags by reflection, which costs more
+	// than a whole analysis; a valid config (every Analyze after the first
+	// withDefaults, and every Detect inside it) never needs them.
+	var d *Config
+	def := func() Config {
+		if d == nil {
+			v := DefaultConfig()
+			d = &v
+		}
+		return *d
+	}
 	if c.Window < 2 {
-		c.Window = d.Window
+		c.Window = def().Window
 	}
 	if c.RepeatThreshold < 2 {
-		c.RepeatThreshold = d.RepeatThreshold
+		c.RepeatThreshold = def().RepeatThreshold
 	}
 	if math.IsNaN(c.SimilarityThreshold) || c.SimilarityThreshold <= 0 || c.SimilarityThreshold > 1 {
-		c.SimilarityThreshold = d.SimilarityThreshold
+		c.SimilarityThreshold = def().SimilarityThreshold
 	}
 	if c.NoProgressSpan < 2 {
-		c.NoProgressSpan = d.NoProgressSpan
+		c.NoProgressSpan = def().NoProgressSpan
 	}
 	if c.AlternatingSteps < 4 {
-		c.AlternatingSteps = d.AlternatingSteps
+		c.AlternatingSteps = def().AlternatingSteps
 	}
 	if c.MonologueTurns < 2 {
-		c.MonologueTurns = d.MonologueTurns
+		c.MonologueTurns = def().MonologueTurns
 	}
 	if math.IsNaN(c.MonologueNovelty) || c.MonologueNovelty <= 0 || c.MonologueNovelty > 1 {
-		c.MonologueNovelty = d.MonologueNovelty
+		c.MonologueNovelty = def().MonologueNovelty
 	}
 	if c.ChantRepeats < 2 {
-		c.ChantRepeats = d.ChantRepeats
+		c.ChantRepeats = def().ChantRepeats
 	}
 	if c.ChantMinChars < 4 {
-		c.ChantMinChars = d.ChantMinChars
+		c.ChantMinChars = def().ChantMinChars
 	}
 	if c.ChantCarryChars < 4 {
-		c.ChantCarryChars = d.ChantCarryChars
+		c.ChantCarryChars = def().ChantCarryChars
 	}
 	if c.CompactionRepeats < 2 {
-		c.CompactionRepeats = d.CompactionRepeats
+		c.CompactionRepeats = def().CompactionRepeats
 	}
 	return c
 }
@@ -166,6 +176,13 @@ type Pattern interface {
 	// newest record's task, at most cfg.Window of them) and returns a signal
 	// about the newest iteration, or nil. It must not modify window.
 	Detect(window []events.IterationRecord, cfg Config) *events.Signal
+}
+
+// memoPattern is a Pattern that can share per-record work with the other
+// patterns of one Analyze (memo.go). Its Detect is detect with a memo of
+// its own; the result is the same either way.
+type memoPattern interface {
+	detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal
 }
 
 // DefaultPatterns are the three original patterns (docs/design-origins.md,
@@ -214,9 +231,15 @@ func Analyze(window []events.IterationRecord, cfg Config, patterns []Pattern) *e
 	if len(tw) == 0 {
 		return nil
 	}
+	m := newMemo()
 	var best *events.Signal
 	for _, p := range patterns {
-		s := p.Detect(tw, cfg)
+		var s *events.Signal
+		if mp, ok := p.(memoPattern); ok {
+			s = mp.detect(m, tw, cfg)
+		} else {
+			s = p.Detect(tw, cfg)
+		}
 		if s == nil {
 			continue
 		}

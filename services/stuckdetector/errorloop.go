@@ -38,23 +38,27 @@ func (ActionErrorLoop) Name() string { return "action_error_loop" }
 
 // Detect implements Pattern.
 func (p ActionErrorLoop) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p ActionErrorLoop) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	stretch := unchangedStretch(window)
 	if len(stretch) == 0 {
 		return nil
 	}
-	sigs := signatures(stretch)
+	sigs := m.signatures(stretch)
 	newest := stretch[len(stretch)-1]
 
 	var best failureRun
 	seen := map[string]bool{}
 	for j, c := range newest.ToolCalls {
 		sig := sigs[len(sigs)-1][j]
-		if _, failed := failureOf(c); !failed || seen[sig] {
+		if _, failed := m.failureOf(c); !failed || seen[sig] {
 			continue
 		}
 		seen[sig] = true
-		run := failuresInARow(stretch, sigs, sig)
+		run := failuresInARow(m, stretch, sigs, sig)
 		if run.count >= cfg.RepeatThreshold && run.count > best.count {
 			best = run
 		}
@@ -91,7 +95,7 @@ type failureRun struct {
 // stretch (sigs holds the signature of each call) that failed, until one
 // that succeeded or whose progress counters differ from those of the
 // failure after it.
-func failuresInARow(stretch []events.IterationRecord, sigs [][]string, sig string) failureRun {
+func failuresInARow(m *memo, stretch []events.IterationRecord, sigs [][]string, sig string) failureRun {
 	run := failureRun{sig: sig}
 	fingerprints := map[string]bool{}
 	var after *failure
@@ -102,7 +106,7 @@ func failuresInARow(stretch []events.IterationRecord, sigs [][]string, sig strin
 			if sigs[i][j] != sig {
 				continue
 			}
-			f, failed := failureOf(calls[j])
+			f, failed := m.failureOf(calls[j])
 			if !failed || (after != nil && f.progress != after.progress) {
 				slices.Reverse(run.iters)
 				run.kinds = len(fingerprints)

@@ -40,11 +40,12 @@ func failureOf(c events.ToolCall) (failure, bool) {
 		text = c.Output
 	}
 	quote := tools.ErrorLine(text)
+	stripped := stripNoise(text)
 	return failure{
-		fingerprint: "exit " + strconv.Itoa(c.ExitCode) + ": " + normalizeFailure(text),
+		fingerprint: "exit " + strconv.Itoa(c.ExitCode) + ": " + normalizeStripped(stripped),
 		line:        normalizeFailure(toolPrefixRE.ReplaceAllString(quote, "")),
 		quote:       quote,
-		progress:    strings.Join(progressRE.FindAllString(stripNoise(text), -1), "\x00"),
+		progress:    strings.Join(progressRE.FindAllString(stripped, -1), "\x00"),
 	}, true
 }
 
@@ -92,8 +93,14 @@ var (
 // hex ids, absolute paths, and whitespace. Progress counters stay: a
 // rollout that times out at "1 of 3" and then at "2 of 3" is getting
 // somewhere, not failing the same way.
-func normalizeFailure(s string) string {
-	s = stripNoise(s)
+func normalizeFailure(s string) string { return normalizeStripped(stripNoise(s)) }
+
+// normalizeStripped is normalizeFailure of a text stripNoise has stripped.
+func normalizeStripped(s string) string {
+	if !hasDigit(s) {
+		// Nothing for progressRE or digitsRE to find.
+		return strings.Join(strings.Fields(s), " ")
+	}
 	var b strings.Builder
 	last := 0
 	for _, span := range progressRE.FindAllStringIndex(s, -1) {
@@ -107,18 +114,82 @@ func normalizeFailure(s string) string {
 
 // stripNoise replaces the timestamps, UUIDs, hex ids and absolute paths of
 // s with placeholders, leaving its numbers.
+//
+// Each expression runs only on text that has what every match of it starts
+// with: the regexps cost more than the rest of an analysis, and most outputs
+// hold no date, clock, UUID, hex id or absolute path.
 func stripNoise(s string) string {
-	s = timestampRE.ReplaceAllString(s, "<time>")
-	s = clockRE.ReplaceAllString(s, "<time>")
-	s = uuidRE.ReplaceAllString(s, "<id>")
-	s = hexRE.ReplaceAllStringFunc(s, func(h string) string {
-		// All digits is a number, left to the caller; all letters is a word
-		// ("deadbeef", "effaced").
-		if strings.HasPrefix(strings.ToLower(h), "0x") ||
-			strings.ContainsAny(h, "0123456789") && strings.ContainsAny(strings.ToLower(h), "abcdef") {
-			return "<hex>"
+	if runBefore(s, 4, isDigit, "-/") { // 2026-01-18, 2026/01/18
+		s = timestampRE.ReplaceAllString(s, "<time>")
+	}
+	if runBefore(s, 1, isDigit, ":") { // 10:41:07
+		s = clockRE.ReplaceAllString(s, "<time>")
+	}
+	if runBefore(s, 8, isHexDigit, "-") { // 123e4567-
+		s = uuidRE.ReplaceAllString(s, "<id>")
+	}
+	if hasDigit(s) && mayHoldHex(s) {
+		// Without a digit, hexRE finds only words, which it keeps.
+		s = hexRE.ReplaceAllStringFunc(s, func(h string) string {
+			// All digits is a number, left to the caller; all letters is a
+			// word ("deadbeef", "effaced").
+			if strings.HasPrefix(strings.ToLower(h), "0x") ||
+				strings.ContainsAny(h, "0123456789") && strings.ContainsAny(strings.ToLower(h), "abcdef") {
+				return "<hex>"
+			}
+			return h
+		})
+	}
+	if strings.ContainsAny(s, `/\`) {
+		s = absPathRE.ReplaceAllString(s, "$1<path>")
+	}
+	return s
+}
+
+// mayHoldHex reports whether s has what every match of hexRE starts with:
+// "0x" or seven hex digits in a row.
+func mayHoldHex(s string) bool {
+	if strings.Contains(s, "0x") || strings.Contains(s, "0X") {
+		return true
+	}
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isHexDigit(c) {
+			if run++; run >= 7 {
+				return true
+			}
+			continue
 		}
-		return h
-	})
-	return absPathRE.ReplaceAllString(s, "$1<path>")
+		run = 0
+	}
+	return false
+}
+
+// runBefore reports whether s has n or more bytes in a row for which in
+// is true, followed by one of the bytes of seps.
+func runBefore(s string, n int, in func(byte) bool, seps string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if run >= n && strings.IndexByte(seps, c) >= 0 {
+			return true
+		}
+		if in(c) {
+			run++
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHexDigit(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+// hasDigit reports whether s has an ASCII digit, which \d is in Go's
+// regexps: without one, no number, time, duration or counter can match.
+func hasDigit(s string) bool {
+	return strings.ContainsAny(s, "0123456789")
 }

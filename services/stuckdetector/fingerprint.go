@@ -77,14 +77,13 @@ func decodeJSON(b []byte) (any, bool) {
 	return v, true
 }
 
-// signatures is the call signature of every call of every record, computed
-// once: canonicalizing args decodes JSON.
-func signatures(records []events.IterationRecord) [][]string {
+// signatures is the call signature of every call of every record.
+func (m *memo) signatures(records []events.IterationRecord) [][]string {
 	sigs := make([][]string, len(records))
 	for i, r := range records {
 		sigs[i] = make([]string, len(r.ToolCalls))
 		for j, c := range r.ToolCalls {
-			sigs[i][j] = callSignature(c)
+			sigs[i][j] = m.callSignature(c)
 		}
 	}
 	return sigs
@@ -133,10 +132,10 @@ func outcomeKey(c events.ToolCall) string {
 
 // callFingerprint is the multiset of (signature, outcome) of calls, sorted
 // because the order of parallel tool calls is not meaningful.
-func callFingerprint(calls []events.ToolCall) []string {
+func (m *memo) callFingerprint(calls []events.ToolCall) []string {
 	fp := make([]string, len(calls))
 	for i, c := range calls {
-		fp[i] = callSignature(c) + "\x00" + outcomeKey(c)
+		fp[i] = m.callSignature(c) + "\x00" + outcomeKey(c)
 	}
 	slices.Sort(fp)
 	return fp

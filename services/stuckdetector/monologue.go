@@ -41,20 +41,24 @@ func (Monologue) Name() string { return "monologue" }
 
 // Detect implements Pattern.
 func (p Monologue) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p Monologue) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	n := min(cfg.MonologueTurns, cfg.Window)
 	// A window of one cannot hold a monologue, only a claim.
 	if n < 2 {
 		return nil
 	}
-	most, ok := restatements(window, n, cfg.MonologueNovelty)
+	most, ok := restatements(m, window, n, cfg.MonologueNovelty)
 	if !ok {
 		return nil
 	}
 	turns := longestRun(n, len(window), func(k int) bool {
-		m, ok := restatements(window, k, cfg.MonologueNovelty)
+		r, ok := restatements(m, window, k, cfg.MonologueNovelty)
 		if ok {
-			most = m
+			most = r
 		}
 		return ok
 	})
@@ -74,24 +78,24 @@ func (p Monologue) Detect(window []events.IterationRecord, cfg Config) *events.S
 // restatements reports whether the last n records of window made no tool
 // calls and each after the first said at most novelty of its content words
 // for the first time in the window, and the largest such share.
-func restatements(window []events.IterationRecord, n int, novelty float64) (most float64, ok bool) {
+func restatements(m *memo, window []events.IterationRecord, n int, novelty float64) (most float64, ok bool) {
 	if len(window) < n {
 		return 0, false
 	}
 	turns := window[len(window)-n:]
 	for _, r := range turns {
-		if len(r.ToolCalls) > 0 || len(contentWords(r.AssistantText)) == 0 {
+		if len(r.ToolCalls) > 0 || len(m.contentWords(r.AssistantText)) == 0 {
 			return 0, false
 		}
 	}
 	said := map[string]bool{}
 	for _, r := range window[:len(window)-n+1] {
-		for w := range contentWords(r.AssistantText) {
+		for w := range m.contentWords(r.AssistantText) {
 			said[w] = true
 		}
 	}
 	for _, r := range turns[1:] {
-		words := contentWords(r.AssistantText)
+		words := m.contentWords(r.AssistantText)
 		fresh := 0
 		for w := range words {
 			if !said[w] {
@@ -112,9 +116,12 @@ func restatements(window []events.IterationRecord, n int, novelty float64) (most
 
 // contentWords is the set of words of s that carry meaning: textTokens
 // without stop words, numbers and words under three letters.
-func contentWords(s string) map[string]bool {
+func contentWords(s string) map[string]bool { return contentWordsOf(textTokens(s)) }
+
+// contentWordsOf is the content words of tokens (textTokens).
+func contentWordsOf(tokens []string) map[string]bool {
 	set := map[string]bool{}
-	for _, t := range textTokens(s) {
+	for _, t := range tokens {
 		if utf8.RuneCountInString(t) < 3 || stopWords[t] || strings.Trim(t, "0") == "" {
 			continue
 		}

@@ -57,16 +57,20 @@ func (NoProgress) Name() string { return "no_progress" }
 
 // Detect implements Pattern.
 func (p NoProgress) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p NoProgress) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	span := min(cfg.NoProgressSpan, cfg.Window)
-	s := p.stall(window, span, 1, cfg)
+	s := p.stall(m, window, span, 1, cfg)
 	if s == nil {
 		return nil
 	}
 	n := longestRun(span, len(window), func(k int) bool {
 		// Past the span the failure must be there from the first
 		// iteration counted: the edit that led to it was progress.
-		t := p.stall(window, k, 0, cfg)
+		t := p.stall(m, window, k, 0, cfg)
 		if t != nil {
 			s = t
 		}
@@ -78,7 +82,7 @@ func (p NoProgress) Detect(window []events.IterationRecord, cfg Config) *events.
 // stall applies the rules to the last n records of window. Rules 2 and 3
 // want the failure seen by the index lead of the span (1 allows one
 // iteration before it: the span starts with the attempt that showed it).
-func (p NoProgress) stall(window []events.IterationRecord, n, lead int, cfg Config) *events.Signal {
+func (p NoProgress) stall(m *memo, window []events.IterationRecord, n, lead int, cfg Config) *events.Signal {
 	if len(window) < n {
 		return nil
 	}
@@ -88,20 +92,20 @@ func (p NoProgress) stall(window []events.IterationRecord, n, lead int, cfg Conf
 			return nil
 		}
 	}
-	if s := p.unchangedWorkspace(window, n); s != nil {
+	if s := p.unchangedWorkspace(m, window, n); s != nil {
 		return s
 	}
-	if reachesNewFiles(recent) || (distinctCalls(recent) < 2 && !changedWithin(recent)) {
+	if reachesNewFiles(recent) || (distinctCalls(m, recent) < 2 && !changedWithin(recent)) {
 		return nil
 	}
-	if s := p.sameFailingTests(recent, lead, cfg); s != nil {
+	if s := p.sameFailingTests(m, recent, lead, cfg); s != nil {
 		return s
 	}
-	return p.sameError(recent, lead, cfg)
+	return p.sameError(m, recent, lead, cfg)
 }
 
 // unchangedWorkspace is rule 1, over the last n records of window.
-func (p NoProgress) unchangedWorkspace(window []events.IterationRecord, n int) *events.Signal {
+func (p NoProgress) unchangedWorkspace(m *memo, window []events.IterationRecord, n int) *events.Signal {
 	first := len(window) - n
 	recent := window[first:]
 	hash := ""
@@ -118,7 +122,7 @@ func (p NoProgress) unchangedWorkspace(window []events.IterationRecord, n int) *
 		}
 		calls = append(calls, r.ToolCalls...)
 	}
-	if slices.Contains(learned(window)[first+1:], true) {
+	if slices.Contains(m.learned(window)[first+1:], true) {
 		return nil
 	}
 
@@ -141,7 +145,7 @@ func (p NoProgress) unchangedWorkspace(window []events.IterationRecord, n int) *
 }
 
 // sameFailingTests is rule 2.
-func (p NoProgress) sameFailingTests(recent []events.IterationRecord, lead int, cfg Config) *events.Signal {
+func (p NoProgress) sameFailingTests(m *memo, recent []events.IterationRecord, lead int, cfg Config) *events.Signal {
 	var reports []int
 	for i, r := range recent {
 		if r.Tests != nil {
@@ -169,7 +173,7 @@ func (p NoProgress) sameFailingTests(recent []events.IterationRecord, lead int, 
 		if testsKey(r.Tests) != want {
 			return nil
 		}
-		if text := failureSet(r.ToolCalls); text != "" {
+		if text := failureSet(m, r.ToolCalls); text != "" {
 			if wantText != "" && text != wantText {
 				return nil
 			}
@@ -177,15 +181,15 @@ func (p NoProgress) sameFailingTests(recent []events.IterationRecord, lead int, 
 		}
 	}
 	diag := fmt.Sprintf("the same tests kept failing (%s) in %s across %s",
-		describeFailingTests(first), formatIterations(iterationsOf(recent)), describeAttempts(recent))
+		describeFailingTests(first), formatIterations(iterationsOf(recent)), describeAttempts(m, recent))
 	return p.signal(recent, diag)
 }
 
 // sameError is rule 3.
-func (p NoProgress) sameError(recent []events.IterationRecord, lead int, cfg Config) *events.Signal {
+func (p NoProgress) sameError(m *memo, recent []events.IterationRecord, lead int, cfg Config) *events.Signal {
 	newest := recent[len(recent)-1]
 	for _, c := range newest.ToolCalls {
-		f, failed := failureOf(c)
+		f, failed := m.failureOf(c)
 		if !failed {
 			continue
 		}
@@ -195,8 +199,8 @@ func (p NoProgress) sameError(recent []events.IterationRecord, lead int, cfg Con
 		)
 		for i, r := range recent {
 			for _, rc := range r.ToolCalls {
-				if rf, ok := failureOf(rc); ok && rf.line == f.line {
-					sources[callSignature(rc)] = true
+				if rf, ok := m.failureOf(rc); ok && rf.line == f.line {
+					sources[m.callSignature(rc)] = true
 					if len(at) == 0 || at[len(at)-1] != i {
 						at = append(at, i)
 					}
@@ -211,7 +215,7 @@ func (p NoProgress) sameError(recent []events.IterationRecord, lead int, cfg Con
 		fixed := false
 		for _, r := range recent[at[0]:] {
 			for _, rc := range r.ToolCalls {
-				if rf, failed := failureOf(rc); sources[callSignature(rc)] && (!failed || rf.line != f.line) {
+				if rf, failed := m.failureOf(rc); sources[m.callSignature(rc)] && (!failed || rf.line != f.line) {
 					fixed = true
 				}
 			}
@@ -220,7 +224,7 @@ func (p NoProgress) sameError(recent []events.IterationRecord, lead int, cfg Con
 			continue
 		}
 		diag := fmt.Sprintf("%s kept reporting the same error (in %d of them) across %s: %q",
-			formatIterations(iterationsOf(recent)), len(at), describeAttempts(recent), truncate(f.quote))
+			formatIterations(iterationsOf(recent)), len(at), describeAttempts(m, recent), truncate(f.quote))
 		return p.signal(recent, diag)
 	}
 	return nil
@@ -239,12 +243,12 @@ func (p NoProgress) signal(recent []events.IterationRecord, diag string) *events
 
 // learned reports for each record of window whether one of its calls got
 // an answer (answerKey) that no call before it in the window had got.
-func learned(window []events.IterationRecord) []bool {
+func (m *memo) learned(window []events.IterationRecord) []bool {
 	seen := map[string]bool{}
 	out := make([]bool, len(window))
 	for i, r := range window {
 		for _, c := range r.ToolCalls {
-			k := answerKey(c)
+			k := m.answerKey(c)
 			if !seen[k] {
 				seen[k] = true
 				out[i] = true
@@ -259,14 +263,21 @@ func learned(window []events.IterationRecord) []bool {
 // success by its output with timings, ids and absolute paths left out (a
 // re-run that differs only in its duration says nothing new either, while a
 // poll whose counts move does), and a silent success by the call itself.
-func answerKey(c events.ToolCall) string {
-	if f, failed := failureOf(c); failed {
+func (m *memo) answerKey(c events.ToolCall) string {
+	if f, failed := m.failureOf(c); failed {
 		return "failed\x00" + f.line
 	}
 	if strings.TrimSpace(c.Output) == "" {
-		return "quiet\x00" + callSignature(c)
+		return "quiet\x00" + m.callSignature(c)
 	}
-	return "ok\x00" + durationRE.ReplaceAllString(stripNoise(c.Output), "<duration>")
+	return lookup(m.answers, c.Output, func(out string) string {
+		out = stripNoise(out)
+		// A duration is a digit followed by its unit or its decimal point.
+		if runBefore(out, 1, isDigit, "numsh.\xc2") {
+			out = durationRE.ReplaceAllString(out, "<duration>")
+		}
+		return "ok\x00" + out
+	})
 }
 
 // reachesNewFiles reports whether most of the records changed a file that no
@@ -296,21 +307,21 @@ func changedWithin(records []events.IterationRecord) bool {
 }
 
 // distinctCalls counts the distinct call signatures of records.
-func distinctCalls(records []events.IterationRecord) int {
+func distinctCalls(m *memo, records []events.IterationRecord) int {
 	set := map[string]bool{}
 	for _, r := range records {
 		for _, c := range r.ToolCalls {
-			set[callSignature(c)] = true
+			set[m.callSignature(c)] = true
 		}
 	}
 	return len(set)
 }
 
 // failureSet is the sorted fingerprints of the failed calls, joined.
-func failureSet(calls []events.ToolCall) string {
+func failureSet(m *memo, calls []events.ToolCall) string {
 	var fps []string
 	for _, c := range calls {
-		if f, failed := failureOf(c); failed {
+		if f, failed := m.failureOf(c); failed {
 			fps = append(fps, f.fingerprint)
 		}
 	}
@@ -328,8 +339,8 @@ func describeFailingTests(t *events.TestResult) string {
 
 // describeAttempts says what the model tried over records: "6 different
 // calls and edits to parser.go in 3 iterations".
-func describeAttempts(records []events.IterationRecord) string {
-	s := countOf(distinctCalls(records), "different call")
+func describeAttempts(m *memo, records []events.IterationRecord) string {
+	s := countOf(distinctCalls(m, records), "different call")
 	var files []string
 	edits := 0
 	for _, r := range records {

@@ -25,30 +25,34 @@ func (RepetitiveOutput) Name() string { return "repetitive_output" }
 
 // Detect implements Pattern.
 func (p RepetitiveOutput) Detect(window []events.IterationRecord, cfg Config) *events.Signal {
+	return p.detect(newMemo(), window, cfg)
+}
+
+func (p RepetitiveOutput) detect(m *memo, window []events.IterationRecord, cfg Config) *events.Signal {
 	cfg = cfg.withDefaults()
 	n := cfg.RepeatThreshold
 	if len(window) < n {
 		return nil
 	}
 	newest := window[len(window)-1]
-	newestShingles := shingles(textTokens(newest.AssistantText))
+	newestShingles := m.textShingles(newest.AssistantText)
 	if len(newestShingles) == 0 {
 		return nil
 	}
 	// Results are part of the response being repeated: the same "Checking
 	// the build status." over a poll whose output changes is the model
 	// reacting to a changing world, not a loop.
-	newestCalls := callFingerprint(newest.ToolCalls)
+	newestCalls := m.callFingerprint(newest.ToolCalls)
 	minSim := 1.0
 	run := 1
 	for i := len(window) - 2; i >= 0; i-- {
 		r := window[i]
-		sh := shingles(textTokens(r.AssistantText))
+		sh := m.textShingles(r.AssistantText)
 		if len(sh) == 0 {
 			break
 		}
 		sim := jaccard(sh, newestShingles)
-		if sim < cfg.SimilarityThreshold || !slices.Equal(callFingerprint(r.ToolCalls), newestCalls) {
+		if sim < cfg.SimilarityThreshold || !slices.Equal(m.callFingerprint(r.ToolCalls), newestCalls) {
 			break
 		}
 		minSim = min(minSim, sim)

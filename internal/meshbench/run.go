@@ -15,11 +15,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/mesh"
@@ -264,26 +262,6 @@ func (r Result) Line() string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// roundTrips counts the mesh's Redis round trips: one per command sent
-// alone, one per pipeline (or MULTI/EXEC) sent.
-type roundTrips struct{ n atomic.Int64 }
-
-func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // usage is what the processes have used so far.
 type usage struct {
 	at                       time.Time
@@ -293,8 +271,8 @@ type usage struct {
 	redisTrips               int64
 }
 
-func (s *servers) usage(trips *roundTrips) (usage, error) {
-	u := usage{at: time.Now(), redisTrips: trips.n.Load()}
+func (s *servers) usage(trips *store.RoundTrips) (usage, error) {
+	u := usage{at: time.Now(), redisTrips: trips.Count()}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	u.mallocs = ms.Mallocs
@@ -333,7 +311,7 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 	}
 	defer m.Close()
 	defer removeState(cfg.Prefix, m)
-	trips := &roundTrips{}
+	trips := &store.RoundTrips{}
 	m.Store.Client().AddHook(trips)
 
 	runCtx, cancelServices := context.WithCancel(ctx)

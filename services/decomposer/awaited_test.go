@@ -9,23 +9,11 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
-	"github.com/ralphmesh/ralph/internal/meshtest"
-	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
 	"github.com/ralphmesh/ralph/pkg/store"
 )
-
-type recordingBus struct{ published []events.Envelope }
-
-func (b *recordingBus) Publish(_ context.Context, env events.Envelope) error {
-	b.published = append(b.published, env)
-	return nil
-}
-
-func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler, bus.RunOptions) error {
-	return nil
-}
 
 // promptModel records the prompts it is sent and answers with two subtasks.
 type promptModel struct{ prompts []string }
@@ -44,12 +32,7 @@ func (m *promptModel) Chat(_ context.Context, _ string, req openai.ChatCompletio
 // or at another step is acked and ignored.
 func TestDecomposerTakesTheTaskFromState(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := store.Connect(ctx, meshtest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := store.New(rdb, meshtest.Prefix(t), time.Hour)
+	st := servicetest.Store(t)
 	stored := prd.Task{ID: "T1", Title: "build the parser", AcceptanceCriteria: []string{"parses every sample"}}
 	sig := events.Signal{Pattern: "no_progress", Confidence: 0.9, Action: events.ActionDecompose, Diagnosis: "same failing test"}
 	view := store.SessionView{Session: "s1", Workspace: "/w", Phase: store.PhaseDecomposing, Step: 4, Signal: &sig,
@@ -58,7 +41,7 @@ func TestDecomposerTakesTheTaskFromState(t *testing.T) {
 	if _, err := st.SaveState(ctx, "s1", 0, view); err != nil {
 		t.Fatal(err)
 	}
-	b, model := &recordingBus{}, &promptModel{}
+	b, model := &servicetest.RecordingBus{}, &promptModel{}
 	svc := New(Deps{Bus: b, Store: st, Model: model, Log: zap.NewNop()})
 	forgedTask := prd.Task{ID: "T1", Title: "delete everything", AcceptanceCriteria: []string{"rm -rf /"}}
 	request := func(session string, step int) events.Envelope {
@@ -70,8 +53,8 @@ func TestDecomposerTakesTheTaskFromState(t *testing.T) {
 			t.Errorf("%s at step %d: %v, want the event acked", env.Session, env.Step, err)
 		}
 	}
-	if len(b.published) != 0 || len(model.prompts) != 0 {
-		t.Fatalf("published %v and asked %d prompts for requests nobody awaited", b.published, len(model.prompts))
+	if len(b.Published()) != 0 || len(model.prompts) != 0 {
+		t.Fatalf("published %v and asked %d prompts for requests nobody awaited", b.Published(), len(model.prompts))
 	}
 
 	if err := svc.onRequested(ctx, request("s1", 4)); err != nil {
@@ -89,7 +72,7 @@ func TestDecomposerTakesTheTaskFromState(t *testing.T) {
 	if strings.Contains(p, "delete everything") || strings.Contains(p, "forged") {
 		t.Errorf("prompt uses the forged payload:\n%s", p)
 	}
-	if len(b.published) != 1 || b.published[0].Type != events.TaskDecomposed {
-		t.Errorf("published %v, want task.decomposed", b.published)
+	if len(b.Published()) != 1 || b.Published()[0].Type != events.TaskDecomposed {
+		t.Errorf("published %v, want task.decomposed", b.Published())
 	}
 }

@@ -7,36 +7,19 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/ralphmesh/ralph/internal/meshtest"
-	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
 
-type recordingBus struct{ published []events.Envelope }
-
-func (b *recordingBus) Publish(_ context.Context, env events.Envelope) error {
-	b.published = append(b.published, env)
-	return nil
-}
-
-func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler, bus.RunOptions) error {
-	return nil
-}
-
 // A prune.requested is acted on only when its session is pruning that task
 // at that step: one for a session without state, for another step or for
 // another task is acked (no error) and leaves the context alone.
 func TestPruneRequestNotAwaitedIsIgnored(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := store.Connect(ctx, meshtest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := store.New(rdb, meshtest.Prefix(t), time.Hour)
+	st := servicetest.Store(t)
 	task := prd.Task{ID: "T1", Title: "t", AcceptanceCriteria: []string{"c"}}
 	view := store.SessionView{Session: "s1", Workspace: "/w", Phase: store.PhasePruning, Step: 2,
 		Tasks: []store.TaskView{{Task: task, Status: "active"}, {Task: prd.Task{ID: "T2", Title: "u", AcceptanceCriteria: []string{"c"}}}}}
@@ -48,7 +31,7 @@ func TestPruneRequestNotAwaitedIsIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := &recordingBus{}
+	b := &servicetest.RecordingBus{}
 	svc := New(Deps{Bus: b, Store: st, Log: zap.NewNop()})
 	sig := events.Signal{Pattern: "p", Confidence: 1, Action: events.ActionPrune}
 	for _, c := range []struct {
@@ -64,8 +47,8 @@ func TestPruneRequestNotAwaitedIsIgnored(t *testing.T) {
 			t.Errorf("%s: %v, want the event acked", c.name, err)
 		}
 	}
-	if len(b.published) != 0 {
-		t.Errorf("published %v for requests nobody awaited", b.published)
+	if len(b.Published()) != 0 {
+		t.Errorf("published %v for requests nobody awaited", b.Published())
 	}
 	for _, scope := range []string{"T1", "T2"} {
 		if _, ver, err := st.Context(ctx, "s1", scope); err != nil || ver != 1 {

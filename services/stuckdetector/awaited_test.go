@@ -7,23 +7,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/ralphmesh/ralph/internal/meshtest"
-	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
 	"github.com/ralphmesh/ralph/pkg/store"
 )
-
-type recordingBus struct{ published []events.Envelope }
-
-func (b *recordingBus) Publish(_ context.Context, env events.Envelope) error {
-	b.published = append(b.published, env)
-	return nil
-}
-
-func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler, bus.RunOptions) error {
-	return nil
-}
 
 // Only the iteration a session waits to have analysed enters the stuck
 // window: a record for a session without state, or for another step or
@@ -31,18 +19,13 @@ func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler,
 // the detector fire; the awaited one is analysed.
 func TestIterationNotAwaitedIsIgnored(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := store.Connect(ctx, meshtest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := store.New(rdb, meshtest.Prefix(t), time.Hour)
+	st := servicetest.Store(t)
 	view := store.SessionView{Session: "s1", Workspace: "/w", Phase: store.PhaseAnalyzing, Step: 7,
 		Tasks: []store.TaskView{{Task: prd.Task{ID: "T1", Title: "t", AcceptanceCriteria: []string{"c"}}, Status: "active"}}}
 	if _, err := st.SaveState(ctx, "s1", 0, view); err != nil {
 		t.Fatal(err)
 	}
-	b := &recordingBus{}
+	b := &servicetest.RecordingBus{}
 	svc := New(Deps{Bus: b, Store: st, Log: zap.NewNop()})
 	for _, c := range []struct {
 		name, session, task string
@@ -57,8 +40,8 @@ func TestIterationNotAwaitedIsIgnored(t *testing.T) {
 			t.Errorf("%s: %v, want the event acked", c.name, err)
 		}
 	}
-	if len(b.published) != 0 {
-		t.Fatalf("published %v for iterations nobody awaited", b.published)
+	if len(b.Published()) != 0 {
+		t.Fatalf("published %v for iterations nobody awaited", b.Published())
 	}
 	window, err := st.AppendWindow(ctx, "s1", "T1", events.IterationRecord{Iteration: 7, TaskID: "T1"}, 8)
 	if err != nil || len(window) != 1 {
@@ -69,7 +52,7 @@ func TestIterationNotAwaitedIsIgnored(t *testing.T) {
 	if err := svc.onIteration(ctx, awaited); err != nil {
 		t.Fatal(err)
 	}
-	if len(b.published) != 1 || b.published[0].Type != events.IterationAnalyzed {
-		t.Errorf("published %v, want iteration.analyzed for the awaited iteration", b.published)
+	if len(b.Published()) != 1 || b.Published()[0].Type != events.IterationAnalyzed {
+		t.Errorf("published %v, want iteration.analyzed for the awaited iteration", b.Published())
 	}
 }

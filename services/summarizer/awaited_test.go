@@ -7,24 +7,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/ralphmesh/ralph/internal/meshtest"
-	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
 	"github.com/ralphmesh/ralph/pkg/store"
 	"github.com/ralphmesh/ralph/pkg/units"
 )
-
-type recordingBus struct{ published []events.Envelope }
-
-func (b *recordingBus) Publish(_ context.Context, env events.Envelope) error {
-	b.published = append(b.published, env)
-	return nil
-}
-
-func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler, bus.RunOptions) error {
-	return nil
-}
 
 // A compaction.requested is acted on only when its session is compacting
 // that task at that step: one for a session without state, for another
@@ -32,12 +20,7 @@ func (b *recordingBus) Run(context.Context, string, map[events.Type]bus.Handler,
 // the journal alone.
 func TestCompactionRequestNotAwaitedIsIgnored(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := store.Connect(ctx, meshtest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := store.New(rdb, meshtest.Prefix(t), time.Hour)
+	st := servicetest.Store(t)
 	view := store.SessionView{Session: "s1", Workspace: "/w", Phase: store.PhaseCompacting, Step: 5,
 		Tasks: []store.TaskView{{Task: prd.Task{ID: "T1", Title: "t", AcceptanceCriteria: []string{"c"}}, Status: "active"}}}
 	if _, err := st.SaveState(ctx, "s1", 0, view); err != nil {
@@ -46,7 +29,7 @@ func TestCompactionRequestNotAwaitedIsIgnored(t *testing.T) {
 	if err := st.AppendUnits(ctx, "s1", "T1", units.Unit{ID: "u1", Role: "user", Kind: units.KindMessage, Content: "x", Tokens: 1}); err != nil {
 		t.Fatal(err)
 	}
-	b := &recordingBus{}
+	b := &servicetest.RecordingBus{}
 	svc := New(Deps{Bus: b, Store: st, Log: zap.NewNop()})
 	for _, c := range []struct {
 		name, session, envTask, task string
@@ -66,8 +49,8 @@ func TestCompactionRequestNotAwaitedIsIgnored(t *testing.T) {
 			t.Errorf("%s: journaled a compaction (%v)", c.name, err)
 		}
 	}
-	if len(b.published) != 0 {
-		t.Errorf("published %v for requests nobody awaited", b.published)
+	if len(b.Published()) != 0 {
+		t.Errorf("published %v for requests nobody awaited", b.Published())
 	}
 	if _, ver, err := st.Context(ctx, "s1", "T1"); err != nil || ver != 1 {
 		t.Errorf("context at version %d (%v), want it untouched at 1", ver, err)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/internal/meshtest"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/llm"
 	"github.com/ralphmesh/ralph/pkg/memory"
@@ -27,7 +28,7 @@ import (
 type memoryFixture struct {
 	svc *Service
 	st  *store.Store
-	bus *recordingBus
+	bus *servicetest.RecordingBus
 	llm *scriptllm.Server
 	tok *tokens.Counter
 	n   int
@@ -59,7 +60,7 @@ func newMemoryFixture(t *testing.T, script scriptllm.Script, tasks int, mut func
 	if mut != nil {
 		mut(&mc)
 	}
-	f := &memoryFixture{st: st, bus: &recordingBus{}, llm: srv, tok: tok, n: tasks}
+	f := &memoryFixture{st: st, bus: &servicetest.RecordingBus{}, llm: srv, tok: tok, n: tasks}
 	f.svc = New(Deps{Bus: f.bus, Store: st, Model: model, Tokens: tok, Log: zap.NewNop(), Config: Config{Memory: mc}})
 	view := store.SessionView{Session: "s1", Workspace: "/w", Phase: "iterating", Step: 1, Current: 0}
 	for i := 1; i <= tasks; i++ {
@@ -123,15 +124,15 @@ func (f *memoryFixture) approve(t *testing.T, n int) events.MemoryUpdatedData {
 
 func (f *memoryFixture) deliver(t *testing.T, n int, id string) events.MemoryUpdatedData {
 	t.Helper()
-	before := len(f.bus.published)
+	before := len(f.bus.Published())
 	env := events.Must(events.TaskCompleted, "s1", id, 10*n, time.Now(), events.TaskCompletedData{TaskID: id, Iterations: 3, Attempts: 1})
 	if err := f.svc.onTaskCompleted(context.Background(), env); err != nil {
 		t.Fatalf("task.completed of %s: %v", id, err)
 	}
-	if len(f.bus.published) != before+1 {
-		t.Fatalf("task.completed of %s published %d events, want memory.updated", id, len(f.bus.published)-before)
+	if len(f.bus.Published()) != before+1 {
+		t.Fatalf("task.completed of %s published %d events, want memory.updated", id, len(f.bus.Published())-before)
 	}
-	d, err := events.DecodeAs[events.MemoryUpdatedData](f.bus.published[before])
+	d, err := events.DecodeAs[events.MemoryUpdatedData](f.bus.Published()[before])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +284,8 @@ func TestMemoryIgnoresWhatTheStateDoesNotShow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(f.bus.published) != 0 || f.llm.Hits("any") != 0 || len(f.memory(t).Tasks) != 0 {
-		t.Fatalf("a task the state does not show approved was learned from: %v", f.bus.published)
+	if len(f.bus.Published()) != 0 || f.llm.Hits("any") != 0 || len(f.memory(t).Tasks) != 0 {
+		t.Fatalf("a task the state does not show approved was learned from: %v", f.bus.Published())
 	}
 	f.approve(t, 1)
 	again := f.deliver(t, 1, "T1")
@@ -302,7 +303,7 @@ func TestMemoryIgnoresWhatTheStateDoesNotShow(t *testing.T) {
 	if err := off.svc.onTaskCompleted(context.Background(), events.Must(events.TaskCompleted, "s1", "T1", 5, time.Now(), events.TaskCompletedData{TaskID: "T1"})); err != nil {
 		t.Fatal(err)
 	}
-	if len(off.bus.published) != 0 || off.llm.Hits("any") != 0 {
+	if len(off.bus.Published()) != 0 || off.llm.Hits("any") != 0 {
 		t.Errorf("memory off, yet the summarizer worked on it")
 	}
 }

@@ -30,6 +30,7 @@ func newBenchMeshCmd() *cobra.Command {
 		natsServer string
 		out        string
 		timeout    time.Duration
+		cpuProfile string
 	)
 	cmd := &cobra.Command{
 		Use:   "mesh [--sessions 1,10,100,500] [--steps K] [--nats-server PATH] [--out docs/performance.md]",
@@ -83,7 +84,7 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 			}
 			o := meshbench.Options{
 				Config: cfg, Sessions: sessions, Steps: steps, NATSServer: natsServer, RedisServer: redisServer, Timeout: timeout,
-				Progress: cmd.OutOrStdout(), Log: log,
+				Progress: cmd.OutOrStdout(), Log: log, CPUProfile: cpuProfile,
 				Model: func(script string) *exec.Cmd {
 					return exec.Command(exe, "scriptllm", "serve", "--script", script, "--addr", "127.0.0.1:0")
 				},
@@ -117,6 +118,7 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 	cmd.Flags().IntVar(&steps, "steps", meshbench.DefaultSteps, "steps each session takes (one task each)")
 	cmd.Flags().StringVar(&natsServer, "nats-server", "", "nats-server binary to start (default: RALPH_NATS_URL, else nats-server on PATH)")
 	cmd.Flags().StringVar(&out, "out", "", "also write the report as Markdown to this file (docs/performance.md in the repository)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the mesh over each N's measured run to FILE.<N> (go tool pprof)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "longest one N's run may take")
 	return cmd
 }

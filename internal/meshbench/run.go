@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ type Options struct {
 	// they are measured (Result.WriteText).
 	Progress io.Writer
 	Log      *zap.Logger
+	// CPUProfile, when set, is where a CPU profile of this process over
+	// each N's measured run is written: CPUProfile.<N> (go tool pprof).
+	CPUProfile string
 }
 
 // Validate says what is wrong with o.
@@ -379,10 +383,19 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 	}
 	warm.stop()
 	var before usage
+	stopProfile := func() error { return nil }
 	watch, err := play(cfg.Prefix, n, o.Steps, func() (err error) {
+		if o.CPUProfile != "" {
+			if stopProfile, err = startProfile(fmt.Sprintf("%s.%d", o.CPUProfile, n)); err != nil {
+				return err
+			}
+		}
 		before, err = srv.usage(trips)
 		return err
 	})
+	if perr := stopProfile(); err == nil && perr != nil {
+		err = perr
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -604,4 +617,21 @@ func percentile(d []time.Duration, p float64) time.Duration {
 		return 0
 	}
 	return d[min(len(d)-1, int(p*float64(len(d))))]
+}
+
+// startProfile starts a CPU profile of this process written to path; the
+// function it returns stops it and closes the file.
+func startProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -95,16 +96,57 @@ func (v SessionView) TaskIDs() []string {
 // and returns that task. Anything else is an error wrapping ErrNotAwaited
 // that says where the session is.
 func (v SessionView) Awaits(phase string, step int, task string) (*TaskView, error) {
-	cur := v.CurrentTask()
+	return v.Head().Awaits(phase, step, task)
+}
+
+// Head is what a service reads of a session on every request it serves:
+// where the loop is, the current task and the ids of the others. The
+// builder writes it with every state (the "head" field of the state's
+// hash, see Headed), so that checking a request does not decode the whole
+// task graph, which grows with the session.
+type Head struct {
+	Session   string        `json:"session"`
+	Workspace string        `json:"workspace"`
+	Limits    events.Limits `json:"limits"`
+	Phase     string        `json:"phase"`
+	Step      int           `json:"step"`
+	// Signal is the stuck signal an intervention in flight answers.
+	Signal *events.Signal `json:"signal,omitempty"`
+	// Task is the task being worked on, nil when there is none.
+	Task *TaskView `json:"task,omitempty"`
+	// TaskIDs are the ids of every task of the session, in order.
+	TaskIDs []string `json:"task_ids"`
+}
+
+// Headed is a state that says its head: SaveState and Commit write it
+// beside the state. A state that does not (a test's SessionView) has no
+// head stored, and Awaiting reads the whole state instead.
+type Headed interface {
+	SessionHead() Head
+}
+
+// Head is v's head.
+func (v SessionView) Head() Head {
+	h := Head{Session: v.Session, Workspace: v.Workspace, Limits: v.Limits, Phase: v.Phase, Step: v.Step,
+		Signal: v.Signal, TaskIDs: v.TaskIDs()}
+	if cur := v.CurrentTask(); cur != nil {
+		t := *cur
+		h.Task = &t
+	}
+	return h
+}
+
+// Awaits is SessionView.Awaits on the head.
+func (h Head) Awaits(phase string, step int, task string) (*TaskView, error) {
 	curID := ""
-	if cur != nil {
-		curID = cur.ID
+	if h.Task != nil {
+		curID = h.Task.ID
 	}
-	if v.Phase != phase || v.Step != step || cur == nil || curID != task {
+	if h.Phase != phase || h.Step != step || h.Task == nil || curID != task {
 		return nil, fmt.Errorf("session %s is %s at step %d on task %q, not %s at step %d on task %q: %w",
-			v.Session, v.Phase, v.Step, curID, phase, step, task, ErrNotAwaited)
+			h.Session, h.Phase, h.Step, curID, phase, step, task, ErrNotAwaited)
 	}
-	return cur, nil
+	return h.Task, nil
 }
 
 // Session reads the view of a session's state; an error wrapping
@@ -117,21 +159,43 @@ func (s *Store) Session(ctx context.Context, session string) (SessionView, error
 	return v, nil
 }
 
-// Awaiting reads the view of env's session and checks that the session
+// Awaiting reads the head of env's session and checks that the session
 // waits, in phase, for the answer to env (Awaits with env's step and
 // task). The error wraps ErrNotFound for a session without state and
 // ErrNotAwaited for a request the session does not wait for: both mean the
 // event must be ignored (Ignorable), never acted on.
-func (s *Store) Awaiting(ctx context.Context, env events.Envelope, phase string) (SessionView, *TaskView, error) {
-	v, err := s.Session(ctx, env.Session)
+func (s *Store) Awaiting(ctx context.Context, env events.Envelope, phase string) (Head, *TaskView, error) {
+	h, err := s.head(ctx, env.Session)
 	if err != nil {
-		return SessionView{}, nil, err
+		return Head{}, nil, err
 	}
-	t, err := v.Awaits(phase, env.Step, env.Task)
+	t, err := h.Awaits(phase, env.Step, env.Task)
 	if err != nil {
-		return v, nil, err
+		return h, nil, err
 	}
-	return v, t, nil
+	return h, t, nil
+}
+
+// head reads a session's head: one round trip, the whole state read only
+// when no head was stored with it.
+func (s *Store) head(ctx context.Context, session string) (Head, error) {
+	res, err := s.rdb.HMGet(ctx, s.key(session, "state"), "version", "head").Result()
+	if err != nil {
+		return Head{}, fmt.Errorf("load session %s: redis: %w", session, unavailable(err))
+	}
+	if res[0] == nil {
+		return Head{}, fmt.Errorf("load session %s: %w", session, ErrNotFound)
+	}
+	raw, ok := res[1].(string)
+	if !ok {
+		v, err := s.Session(ctx, session)
+		return v.Head(), err
+	}
+	var h Head
+	if err := json.Unmarshal([]byte(raw), &h); err != nil {
+		return Head{}, fmt.Errorf("load session %s: decode head: %w", session, err)
+	}
+	return h, nil
 }
 
 // Ignorable reports whether err from Awaiting means the event is not for a

@@ -77,6 +77,82 @@ func TestSessionReadsTheBuildersState(t *testing.T) {
 	}
 }
 
+// The head the builder stores with its state is the head of the whole
+// state: Awaiting, which reads only the head, answers as it would from the
+// whole state, on every write path (SaveState and Commit), and a state
+// saved without a head (the view itself) is read whole, never with an
+// older head left behind.
+func TestAwaitingReadsTheHeadStoredWithTheState(t *testing.T) {
+	e := newStore(t)
+	ctx := context.Background()
+	p := prd.PRD{Tasks: []prd.Task{
+		{ID: "T1", Title: "one", AcceptanceCriteria: []string{"c1"}, Verify: "go test ./..."},
+		{ID: "T2", Title: "two", AcceptanceCriteria: []string{"c2"}, DependsOn: []string{"T1"}},
+	}}
+	st, _ := builder.Start("s1", events.SessionStartedData{PRD: p, Workspace: "/w"}, builder.DefaultConfig().Limits(), time.Now())
+	st.Phase, st.Step, st.Current = builder.PhaseReviewing, 4, 1
+	sig := events.Signal{Pattern: "chanting", Confidence: 0.8, Action: events.ActionPrune}
+	st.Signal = &sig
+	st.Tasks[1].Attempts, st.Tasks[1].Summary, st.Tasks[1].Base = 2, "did it", "0123abcd"
+	st.Tasks[1].Interventions, st.Tasks[1].FilesChanged = []string{"nudge:x"}, []string{"a.go"}
+	ver, err := e.st.SaveState(ctx, "s1", 0, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, wantTask string) {
+		t.Helper()
+		whole, err := e.st.Session(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := events.Envelope{Session: "s1", Step: whole.Step, Task: wantTask}
+		head, task, err := e.st.Awaiting(ctx, env, whole.Phase)
+		if err != nil {
+			t.Fatalf("%s: Awaiting: %v", when, err)
+		}
+		if want := whole.Head(); !reflect.DeepEqual(head, want) {
+			t.Errorf("%s: head\n%+v\nwant the whole state's\n%+v", when, head, want)
+		}
+		if task == nil || task.ID != wantTask || !reflect.DeepEqual(*task, *whole.CurrentTask()) {
+			t.Errorf("%s: task %+v, want %+v", when, task, whole.CurrentTask())
+		}
+	}
+	stored := func() bool {
+		n, err := e.rdb.HExists(ctx, e.prefix+":{s1}:state", "head").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	check("after SaveState", "T2")
+	if !stored() {
+		t.Fatal("no head stored with the builder's state")
+	}
+
+	st.Current, st.Step, st.Phase, st.Signal = 0, 5, builder.PhaseAnalyzing, nil
+	if _, err := e.st.Commit(ctx, store.Commit{Session: "s1", Expect: ver, State: st, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	check("after Commit", "T1")
+
+	view, err := e.st.Session(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view.Step = 6
+	if _, err := e.st.SaveState(ctx, "s1", ver+1, view); err != nil {
+		t.Fatal(err)
+	}
+	if stored() {
+		t.Fatal("a state saved without a head kept the older head")
+	}
+	check("after a state without a head", "T1")
+
+	if _, _, err := e.st.Awaiting(ctx, events.Envelope{Session: "ghost"}, store.PhaseAnalyzing); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Awaiting for a session without state: %v, want ErrNotFound", err)
+	}
+}
+
 func TestAwaits(t *testing.T) {
 	v := store.SessionView{Session: "s1", Phase: store.PhaseReviewing, Step: 3, Current: 1,
 		Tasks: []store.TaskView{{Task: prd.Task{ID: "T1"}}, {Task: prd.Task{ID: "T2"}}}}

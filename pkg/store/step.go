@@ -170,9 +170,9 @@ type Committed struct {
 // was read at c.Expect (the units were appended all the same: their ids
 // make a redelivered step's append change nothing).
 func (s *Store) Commit(ctx context.Context, c Commit) (Committed, error) {
-	data, err := json.Marshal(c.State)
+	data, head, err := encodeState(c.State)
 	if err != nil {
-		return Committed{}, fmt.Errorf("save session %s: encode state: %w", c.Session, err)
+		return Committed{}, fmt.Errorf("save session %s: %w", c.Session, err)
 	}
 	var unitArgs []any
 	if len(c.Units) > 0 {
@@ -188,7 +188,7 @@ func (s *Store) Commit(ctx context.Context, c Commit) (Committed, error) {
 		if unitArgs != nil {
 			appended = appendScript.Eval(ctx, p, s.contextKeys(c.Session, c.Scope), unitArgs...)
 		}
-		saved = casScript.Eval(ctx, p, []string{s.key(c.Session, "state")}, strconv.FormatInt(c.Expect, 10), data, s.ttlSeconds())
+		saved = casScript.Eval(ctx, p, []string{s.key(c.Session, "state")}, strconv.FormatInt(c.Expect, 10), data, s.ttlSeconds(), head)
 		if c.Ended {
 			p.ZRem(ctx, s.activityKey(), c.Session)
 		} else {

@@ -73,15 +73,38 @@ func (s *Store) ttlSeconds() string {
 	return strconv.FormatInt(int64((s.ttl+time.Second-1)/time.Second), 10)
 }
 
+// casScript writes a hash's data (ARGV[2]) if its version is still ARGV[1],
+// with a TTL of ARGV[3] seconds. A session's state also passes its head as
+// ARGV[4]: stored when given, removed when empty, so that a head is never
+// older than its state; the memory's CAS passes no ARGV[4].
 var casScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'version')
 if cur == false then cur = '0' end
 if cur ~= ARGV[1] then return -1 end
 local nv = tonumber(ARGV[1]) + 1
 redis.call('HSET', KEYS[1], 'version', nv, 'data', ARGV[2])
+if ARGV[4] and ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'head', ARGV[4])
+elseif ARGV[4] then
+  redis.call('HDEL', KEYS[1], 'head')
+end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return nv
 `)
+
+// encodeState is a state as stored: its JSON, and its head's when it has
+// one (Headed), else "" (no head is stored: readers read the state).
+func encodeState(v any) (data, head []byte, err error) {
+	if data, err = json.Marshal(v); err != nil {
+		return nil, nil, fmt.Errorf("encode state: %w", err)
+	}
+	if h, ok := v.(Headed); ok {
+		if head, err = json.Marshal(h.SessionHead()); err != nil {
+			return nil, nil, fmt.Errorf("encode head: %w", err)
+		}
+	}
+	return data, head, nil
+}
 
 // LoadState decodes the session state into v and returns its version.
 func (s *Store) LoadState(ctx context.Context, session string, v any) (int64, error) {
@@ -105,12 +128,12 @@ func (s *Store) LoadState(ctx context.Context, session string, v any) (int64, er
 // SaveState writes v if the stored version is still expect (0 for a new
 // session) and returns the new version; ErrConflict otherwise.
 func (s *Store) SaveState(ctx context.Context, session string, expect int64, v any) (int64, error) {
-	data, err := json.Marshal(v)
+	data, head, err := encodeState(v)
 	if err != nil {
-		return 0, fmt.Errorf("save session %s: encode state: %w", session, err)
+		return 0, fmt.Errorf("save session %s: %w", session, err)
 	}
 	nv, err := casScript.Run(ctx, s.rdb, []string{s.key(session, "state")},
-		strconv.FormatInt(expect, 10), data, s.ttlSeconds()).Int64()
+		strconv.FormatInt(expect, 10), data, s.ttlSeconds(), head).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("save session %s: redis: %w", session, unavailable(err))
 	}

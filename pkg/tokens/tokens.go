@@ -6,7 +6,10 @@ package tokens
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	tiktoken "github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -50,8 +53,31 @@ func useOfflineLoader() {
 // Building one takes a few hundred milliseconds and tens of megabytes, so a
 // process should build one and share it.
 type Counter struct {
-	enc  *tiktoken.Tiktoken
-	name string
+	enc   *tiktoken.Tiktoken
+	name  string
+	known *lru.Cache[textKey, int]
+}
+
+// The tokenizer is the dearest part of a step: the system prompt and a
+// task's instructions are counted when a session starts, again when each
+// task starts, for every session. Counts of texts of at least
+// cachedTextBytes are kept, at most cachedTexts of them, keyed by two
+// independent 64-bit hashes of the text under seeds of this process (a
+// collision would need both to agree; the seeds are not known outside).
+const (
+	cachedTextBytes = 256
+	cachedTexts     = 4096
+)
+
+var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+type textKey struct {
+	n    int
+	a, b uint64
+}
+
+func keyOf(text string) textKey {
+	return textKey{len(text), maphash.String(keySeeds[0], text), maphash.String(keySeeds[1], text)}
 }
 
 // New returns a Counter using o200k_base, or cl100k_base if o200k_base cannot
@@ -74,7 +100,11 @@ func newCounter(encoding string) (*Counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", encoding, err)
 	}
-	return &Counter{enc: enc, name: encoding}, nil
+	known, err := lru.New[textKey, int](cachedTexts)
+	if err != nil {
+		return nil, err
+	}
+	return &Counter{enc: enc, name: encoding, known: known}, nil
 }
 
 // Encoding names the BPE encoding the Counter uses, for logs and metrics.
@@ -87,7 +117,16 @@ func (c *Counter) Count(text string) int {
 	if text == "" {
 		return 0
 	}
-	return len(c.enc.EncodeOrdinary(text))
+	if len(text) < cachedTextBytes {
+		return len(c.enc.EncodeOrdinary(text))
+	}
+	k := keyOf(text)
+	if n, ok := c.known.Get(k); ok {
+		return n
+	}
+	n := len(c.enc.EncodeOrdinary(text))
+	c.known.Add(k, n)
+	return n
 }
 
 // CountMessages estimates the prompt tokens msgs will use as a chat

@@ -184,3 +184,47 @@ func TestOfflineChild(t *testing.T) {
 		t.Fatalf("cl100k Count(hello world) = %d, want 2", got)
 	}
 }
+
+// A long text is counted once and then known: asked again, and after
+// texts that differ from it only in their last character or in length,
+// every answer is the tokenizer's own.
+func TestCountOfAKnownTextIsTheTokenizers(t *testing.T) {
+	c := counter(t, EncodingO200K)
+	base := strings.Repeat("The builder reads pkg/tools/hash.go and runs go test ./... again. ", 20)
+	texts := []string{
+		base,
+		base + "x",
+		base[:len(base)-1] + "!",
+		base[:len(base)-1] + "!!!!!!!!",
+		strings.Repeat("a", cachedTextBytes),
+		strings.Repeat("a", cachedTextBytes+1),
+		strings.Repeat("ab", cachedTextBytes),
+	}
+	for round := 0; round < 2; round++ {
+		for _, text := range texts {
+			want := len(c.enc.EncodeOrdinary(text))
+			if got := c.Count(text); got != want {
+				t.Fatalf("round %d: Count(%d bytes ending %q) = %d, want %d", round, len(text), text[len(text)-3:], got, want)
+			}
+		}
+	}
+	if _, ok := c.known.Get(keyOf(base)); !ok {
+		t.Fatal("the long text's count was not kept")
+	}
+	if _, ok := c.known.Get(keyOf("hello world")); ok {
+		t.Fatal("a short text's count was kept")
+	}
+}
+
+// BenchmarkCountSystemPrompt counts a system-prompt-sized text, as every
+// task start does.
+func BenchmarkCountSystemPrompt(b *testing.B) {
+	c, err := newCounter(EncodingO200K)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat("You are the builder. Use the tools to change files and run commands. ", 40)
+	for b.Loop() {
+		c.Count(text)
+	}
+}

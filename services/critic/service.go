@@ -35,7 +35,7 @@ type Bus interface {
 // only, for what to review, and the step journal, so that a redelivered
 // request neither runs the verify command again nor asks the model again.
 type Store interface {
-	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.Head, *store.TaskView, error)
 	bus.Journal
 }
 

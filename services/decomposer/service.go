@@ -35,7 +35,7 @@ type Bus interface {
 // Store is what the decomposer needs of Redis: the session's state, read
 // only, for the task to split and what was tried on it.
 type Store interface {
-	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.Head, *store.TaskView, error)
 }
 
 // Model is the decomposer's LLM.
@@ -135,9 +135,9 @@ func (s *Service) onRequested(ctx context.Context, env events.Envelope) error {
 // requestOf is what the decomposer works from: the session's current task
 // as the state holds it, the signal the intervention answers, and the
 // session's limits and task ids.
-func requestOf(view store.SessionView, task *store.TaskView) events.DecomposeRequestedData {
+func requestOf(view store.Head, task *store.TaskView) events.DecomposeRequestedData {
 	req := events.DecomposeRequestedData{Task: task.Task, Depth: task.Depth, MaxSubtasks: view.Limits.MaxSubtasks,
-		Tried: slices.Clone(task.Interventions), TakenIDs: view.TaskIDs()}
+		Tried: slices.Clone(task.Interventions), TakenIDs: slices.Clone(view.TaskIDs)}
 	if view.Signal != nil {
 		req.Signal = *view.Signal
 	}

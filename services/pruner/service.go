@@ -41,7 +41,7 @@ type Store interface {
 	Context(ctx context.Context, session, scope string) ([]units.Unit, int64, error)
 	ReplaceUnits(ctx context.Context, session, scope string, expect int64, us []units.Unit) (int64, error)
 	PutArtifact(ctx context.Context, session, content string) (string, error)
-	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.Head, *store.TaskView, error)
 	bus.Journal
 }
 

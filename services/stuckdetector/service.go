@@ -27,7 +27,7 @@ type Bus interface {
 type Store interface {
 	AppendWindow(ctx context.Context, session, task string, rec events.IterationRecord, size int) ([]events.IterationRecord, error)
 	ClearWindow(ctx context.Context, session, task string, upTo int) error
-	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.Head, *store.TaskView, error)
 }
 
 // Deps are the detector's collaborators.

@@ -47,7 +47,7 @@ type Store interface {
 	Units(ctx context.Context, session, scope string) ([]units.Unit, error)
 	LoadCompaction(ctx context.Context, session, task string, v any) (bool, error)
 	SaveCompaction(ctx context.Context, session, task string, v any) error
-	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.SessionView, *store.TaskView, error)
+	Awaiting(ctx context.Context, env events.Envelope, phase string) (store.Head, *store.TaskView, error)
 	Session(ctx context.Context, session string) (store.SessionView, error)
 	// The session's memory (what its approved tasks learned).
 	LoadMemory(ctx context.Context, session string, v any) (int64, error)

@@ -1,7 +1,11 @@
 package tools
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
@@ -155,8 +159,11 @@ func lookupSpec(name string) (toolSpec, bool) {
 }
 
 // Definitions returns the tool definitions to offer the model, with a JSON
-// schema for each tool's arguments.
-func Definitions() []openai.Tool {
+// schema for each tool's arguments. They go with every request the builder
+// makes: each schema is encoded once (json.RawMessage), not at every call.
+func Definitions() []openai.Tool { return slices.Clone(definitions()) }
+
+var definitions = sync.OnceValue(func() []openai.Tool {
 	ss := specs()
 	out := make([]openai.Tool, 0, len(ss))
 	for _, s := range ss {
@@ -173,16 +180,26 @@ func Definitions() []openai.Tool {
 			Function: &openai.FunctionDefinition{
 				Name:        s.name,
 				Description: s.desc,
-				Parameters: &jsonschema.Definition{
+				Parameters: encodedSchema(jsonschema.Definition{
 					Type:                 jsonschema.Object,
 					Properties:           props,
 					Required:             required,
 					AdditionalProperties: false,
-				},
+				}),
 			},
 		})
 	}
 	return out
+})
+
+// encodedSchema is d as JSON; a schema of plain values cannot fail to
+// encode.
+func encodedSchema(d jsonschema.Definition) json.RawMessage {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("tools: encode a tool's schema: %v", err))
+	}
+	return b
 }
 
 // Names returns the tool names in the order Definitions lists them.

@@ -7,6 +7,7 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"os"
@@ -54,9 +55,14 @@ type Hasher struct {
 	lru   *list.List               // front: most recently used
 	files int                      // cached files across roots
 
+	// watch, when set (WatchChanges), tells which directories changed
+	// between two walks of a root (hashwatch.go).
+	watch *watcher
+
 	// reads counts files whose content was read, lists directories whose
-	// entries were read, for the tests.
-	reads, lists atomic.Int64
+	// entries were read, stats directories whose entries were lstat'ed, for
+	// the tests.
+	reads, lists, stats atomic.Int64
 }
 
 // NewHasher returns a Hasher that remembers up to maxFiles files across
@@ -79,6 +85,7 @@ type rootCache struct {
 	sum     hash.Hash    // of the record stream
 	file    hash.Hash    // of one file's content
 	gen     uint64
+	stale   bool // the next walk rebuilds order and digest
 	files   int  // entries counted in Hasher.files
 	evicted bool // dropped from the Hasher (under Hasher.mu)
 }
@@ -95,6 +102,11 @@ type dirCache struct {
 	stat  fileStat
 	racy  bool
 	names []string // the listing, .git left out; nil when not listed yet
+	// subdirs are the directories among names, as the last lstat found
+	// them; unsure: a file in it is hard-linked or racy, so that only its
+	// stat data tells (never skipped on a watcher's word).
+	subdirs []string
+	unsure  bool
 }
 
 type fileEntry struct {
@@ -129,21 +141,36 @@ func (h *Hasher) Hash(root string) (string, error) {
 }
 
 // HashTagged is Hash, remembering tag as the name of this moment of the
-// workspace (the builder uses session/task/step) for Carry.
+// workspace (the builder uses session/task/attempt/step) for Carry and
+// HashSince.
 func (h *Hasher) HashTagged(root, tag string) (string, error) {
+	return h.HashSince(root, "", tag)
+}
+
+// HashSince is HashTagged(root, to) where the caller vouches that only
+// this host changed the workspace since the walk tagged from: with
+// WatchChanges on, if that walk was this Hasher's last of root, only the
+// directories the kernel reported changed are lstat'ed.
+func (h *Hasher) HashSince(root, from, to string) (string, error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return "", fmt.Errorf("hashing workspace %q: %w", root, err)
 	}
 	rc := h.cache(real)
 	rc.mu.Lock()
-	digest, err := h.walk(rc)
+	digest, err := h.walk(rc, from != "" && rc.tag == from && rc.digest != "")
+	if errors.Is(err, errRewalk) {
+		// What the first walk updated stays (it is what it read), but the
+		// file list and digest are made again whatever the second finds.
+		rc.stale = true
+		digest, err = h.walk(rc, false)
+	}
 	if err != nil {
 		// A failed walk leaves entries of this generation half-updated;
 		// start over next time rather than reason about them.
 		rc.dirs, rc.order, rc.digest, rc.tag = nil, nil, "", ""
 	} else {
-		rc.tag = tag
+		rc.tag = to
 	}
 	files := rc.countFiles()
 	rc.mu.Unlock()
@@ -214,6 +241,9 @@ func (h *Hasher) account(rc *rootCache, files int) {
 		delete(h.roots, old.root)
 		old.evicted = true
 		h.files -= old.files
+		if h.watch != nil {
+			h.watch.unwatch(old)
+		}
 	}
 }
 
@@ -225,30 +255,34 @@ func (rc *rootCache) countFiles() int {
 	return n
 }
 
+// errRewalk: a directory the watcher vouched for could not be opened; the
+// walk starts over, lstat'ing everything.
+var errRewalk = errors.New("a directory without events is gone: walk everything")
+
 // walk brings rc up to date with the tree and returns its digest. It holds
-// rc.mu.
-func (h *Hasher) walk(rc *rootCache) (string, error) {
+// rc.mu. since: the caller vouches that this walk follows rc's last one
+// with only this host's changes in between (HashSince).
+func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
 	if rc.dirs == nil {
 		rc.dirs = map[string]*dirCache{}
 	}
 	rc.gen++
 	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano()}
-	fd, err := unix.Open(rc.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", &os.PathError{Op: "open", Path: rc.root, Err: err}
+	if h.watch != nil {
+		var trusted bool
+		w.dirty, trusted = h.watch.begin(rc)
+		w.trusted = trusted && since
 	}
-	err = unix.Fstat(fd, &w.st)
-	if err == nil {
-		err = w.dir(fd, "", statOf(&w.st))
-	}
-	unix.Close(fd)
-	if err != nil {
+	if err := w.enter(-1, "", ""); err != nil {
 		return "", err
 	}
 	// What is no longer there: directories and files this walk did not see.
 	for rel, d := range rc.dirs {
 		if d.gen != rc.gen {
 			delete(rc.dirs, rel)
+			if h.watch != nil {
+				h.watch.forget(rc, rel)
+			}
 			w.structure = true
 			continue
 		}
@@ -258,6 +292,9 @@ func (h *Hasher) walk(rc *rootCache) (string, error) {
 				w.structure = true
 			}
 		}
+	}
+	if rc.stale {
+		w.structure, rc.stale = true, false
 	}
 	if w.structure {
 		rc.order = rc.order[:0]
@@ -293,6 +330,64 @@ type walker struct {
 	st    unix.Stat_t
 	// structure: a file came or went; content: a cached digest changed.
 	structure, content bool
+	// trusted: the watcher's word counts for this walk, and dirty are the
+	// directories it reported changed.
+	trusted bool
+	dirty   map[string]bool
+}
+
+// enter brings the directory rel up to date: without a system call when
+// the watcher vouches that nothing in it changed, else opened (from
+// parentfd by name, or by path when parentfd < 0), watched and walked.
+func (w *walker) enter(parentfd int, rel, name string) error {
+	if dc := w.rc.dirs[rel]; dc != nil && w.clean(dc, rel) {
+		dc.gen = w.rc.gen
+		for _, f := range dc.files {
+			f.gen = w.rc.gen
+		}
+		for _, sub := range dc.subdirs {
+			if err := w.enter(-1, join(rel, sub), sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var fd int
+	var err error
+	switch {
+	case rel == "":
+		fd, err = unix.Open(w.rc.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &os.PathError{Op: "open", Path: w.rc.root, Err: err}
+		}
+	case parentfd < 0:
+		// Below a directory the watcher vouched for: nothing moved on
+		// the way here, or it would have said so.
+		fd, err = unix.Open(w.rc.root+"/"+rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return errRewalk
+		}
+	default:
+		fd, err = unix.Openat(parentfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open directory %s: %w", rel, err)
+		}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &w.st); err != nil {
+		return &os.PathError{Op: "fstat", Path: rel, Err: err}
+	}
+	// Watched before it is listed: a change after the listing is an event.
+	if w.h.watch != nil {
+		w.h.watch.add(w.rc, fd, rel)
+	}
+	return w.dir(fd, rel, statOf(&w.st))
+}
+
+// clean reports whether the watcher vouches that nothing changed in the
+// directory rel, walked before as dc.
+func (w *walker) clean(dc *dirCache, rel string) bool {
+	return w.trusted && dc.names != nil && !dc.racy && !dc.unsure && !w.dirty[rel] && w.h.watch.watched(w.rc, rel)
 }
 
 func (w *walker) racy(st fileStat) bool { return st.mtime >= w.since || st.ctime >= w.since }
@@ -313,33 +408,36 @@ func (w *walker) dir(fd int, rel string, st fileStat) error {
 		}
 		dc.names, dc.stat, dc.racy = names, st, w.racy(st)
 	}
-	var subdirs []string
+	w.h.stats.Add(1)
+	dc.subdirs, dc.unsure = dc.subdirs[:0], dc.racy
 	for _, name := range dc.names {
 		if err := unix.Fstatat(fd, name, &w.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("lstat %s: %w", join(rel, name), err)
 		}
 		switch w.st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			subdirs = append(subdirs, name)
+			dc.subdirs = append(dc.subdirs, name)
 		case unix.S_IFREG:
+			if w.st.Nlink > 1 {
+				// A write through another name of the file is reported
+				// to that name's directory only: a link that is new or
+				// changed means any directory may hold a changed file.
+				if e := dc.files[name]; w.trusted && (e == nil || e.stat != statOf(&w.st)) {
+					return errRewalk
+				}
+				dc.unsure = true
+			}
 			if err := w.file1(dc, fd, rel, name); err != nil {
 				return err
+			}
+			if dc.files[name].racy {
+				dc.unsure = true
 			}
 		}
 		// Symlinks, sockets, devices and pipes are not content.
 	}
-	for _, name := range subdirs {
-		sub := join(rel, name)
-		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open directory %s: %w", sub, err)
-		}
-		err = unix.Fstat(cfd, &w.st)
-		if err == nil {
-			err = w.dir(cfd, sub, statOf(&w.st))
-		}
-		unix.Close(cfd)
-		if err != nil {
+	for _, name := range dc.subdirs {
+		if err := w.enter(fd, join(rel, name), name); err != nil {
 			return err
 		}
 	}

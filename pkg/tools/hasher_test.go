@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -155,6 +156,59 @@ func changes() []change {
 			}
 			tr.write(rel+"/inside", "y")
 		}},
+		{"directory renamed", false, func(tr *tree) {
+			dir := filepath.Dir(tr.pick())
+			if dir == "." {
+				mustMkdir(tr.t, tr.abs("moving"))
+				tr.write("moving/f", "m")
+				dir = "moving"
+			}
+			to := fmt.Sprintf("moved%d", tr.rnd.IntN(1e6))
+			if err := os.Rename(tr.abs(dir), tr.abs(to)); err != nil {
+				tr.t.Fatal(err)
+			}
+		}},
+		{"directory removed", false, func(tr *tree) {
+			dir := filepath.Dir(tr.pick())
+			if dir == "." {
+				dir = tr.pick() // a file at the top: that goes instead
+			}
+			if err := os.RemoveAll(tr.abs(dir)); err != nil {
+				tr.t.Fatal(err)
+			}
+			if len(tr.files()) == 0 {
+				tr.write("again", "a")
+			}
+		}},
+		{"hard link made and written through, same size, mtime put back", false, func(tr *tree) {
+			rel := tr.pick()
+			link := tr.newPath()
+			mustMkdir(tr.t, filepath.Dir(tr.abs(link)))
+			if err := os.Link(tr.abs(rel), tr.abs(link)); err != nil {
+				tr.t.Fatal(err)
+			}
+			fi, err := os.Stat(tr.abs(rel))
+			if err != nil {
+				tr.t.Fatal(err)
+			}
+			old, err := os.ReadFile(tr.abs(rel))
+			if err != nil {
+				tr.t.Fatal(err)
+			}
+			next := []byte(tr.content(len(old)))
+			next[0] = old[0] ^ 0x20
+			f, err := os.OpenFile(tr.abs(link), os.O_WRONLY, 0)
+			if err != nil {
+				tr.t.Fatal(err)
+			}
+			if _, err := f.Write(next); err != nil {
+				tr.t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Chtimes(tr.abs(link), fi.ModTime(), fi.ModTime()); err != nil {
+				tr.t.Fatal(err)
+			}
+		}},
 		{"permission only", true, func(tr *tree) {
 			if err := os.Chmod(tr.abs(tr.pick()), 0o600); err != nil {
 				tr.t.Fatal(err)
@@ -170,18 +224,26 @@ func changes() []change {
 // clock an hour ahead they count as old and only their stat data tells what
 // changed (a pause of a clock tick before each change keeps its timestamps
 // apart from what the last walk saw, which is the racy rule's job).
+//
+// Watched, each walk follows the one before (HashSince), so the Hasher
+// lstat's only the directories the kernel reported changed.
 func TestHasherMatchesHash(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
 		ahead time.Duration
 		pause time.Duration
-	}{{"fresh files", 0, 0}, {"old files", time.Hour, 20 * time.Millisecond}} {
+		watch bool
+	}{
+		{"fresh files", 0, 0, false}, {"old files", time.Hour, 20 * time.Millisecond, false},
+		{"watched/fresh files", 0, 0, true}, {"watched/old files", time.Hour, 20 * time.Millisecond, true},
+	} {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("%s/seed%d", mode.name, seed), func(t *testing.T) {
 				t.Parallel()
 				tr := newRandomTree(t, seed, 40)
 				h := NewHasher(1 << 20)
 				h.now = func() time.Time { return time.Now().Add(mode.ahead) }
+				mustHasher := newHashing(t, h, mode.watch).next
 				prev := mustHasher(t, h, tr.root)
 				if want := mustHash(t, tr.root); prev != want {
 					t.Fatalf("first walk: Hasher %s, Hash %s", prev, want)
@@ -275,6 +337,100 @@ func TestHasherReadsOnlyWhatChanged(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	tr.write("a/b/new", "new")
 	check("one file came", 1, 1)
+}
+
+// TestHasherWatchedLstatsOnlyWhatChanged counts the directories whose
+// entries were lstat'ed when each walk follows the one before with watching
+// on: none when nothing changed, the one directory when a file in it
+// changed, and every one when the walk does not follow the last (the tag
+// differs: another replica or a review may have changed the workspace) or
+// when the kernel lost events.
+func TestHasherWatchedLstatsOnlyWhatChanged(t *testing.T) {
+	tr := newRandomTree(t, 7, 30)
+	dirs := func(root string) int64 {
+		t.Helper()
+		var n int64
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			if d.IsDir() {
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	h := NewHasher(1000)
+	h.now = func() time.Time { return time.Now().Add(time.Hour) }
+	if err := h.WatchChanges(); err != nil {
+		t.Fatal(err)
+	}
+	watch := h.watch
+	defer h.Close()
+	check := func(what, from, to string, wantDirs, wantFiles int64) {
+		t.Helper()
+		got, err := h.HashSince(tr.root, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mustHash(t, tr.root); got != want {
+			t.Fatalf("%s: Hasher %s, Hash %s", what, got, want)
+		}
+		if got := h.stats.Swap(0); got != wantDirs {
+			t.Errorf("%s: lstat'ed the entries of %d directories, want %d", what, got, wantDirs)
+		}
+		if got := h.reads.Swap(0); got != wantFiles {
+			t.Errorf("%s: read %d files, want %d", what, got, wantFiles)
+		}
+	}
+	check("first walk", "", "1", dirs(tr.root), int64(len(tr.files())))
+	if got := watch.watches(); got != int(dirs(tr.root)) {
+		t.Errorf("%d watches, want one per directory (%d)", got, dirs(tr.root))
+	}
+	check("nothing changed", "1", "2", 0, 0)
+	time.Sleep(20 * time.Millisecond)
+	mustMkdir(t, tr.abs("newdir"))
+	check("a directory came", "2", "3", 2, 0) // the top and the new one
+	time.Sleep(20 * time.Millisecond)
+	tr.write("newdir/changed", "changed")
+	check("one file came in it", "3", "4", 1, 1)
+	check("nothing changed since", "4", "5", 0, 0)
+	check("a walk that does not follow the last", "3", "6", dirs(tr.root), 0)
+	watch.mu.Lock()
+	watch.lost()
+	watch.mu.Unlock()
+	check("events lost", "6", "7", dirs(tr.root), 0)
+	check("nothing changed after the loss", "7", "8", 0, 0)
+
+	if err := os.RemoveAll(tr.abs("a")); err != nil {
+		t.Fatal(err)
+	}
+	check("a tree removed", "8", "9", 1, 0)
+	check("nothing changed after the removal", "9", "10", 0, 0)
+	if got := watch.watches(); got != int(dirs(tr.root)) {
+		t.Errorf("%d watches after the removal, want one per directory (%d)", got, dirs(tr.root))
+	}
+
+	// Another root pushes this one out of the cache: its watches go.
+	other := newRandomTree(t, 8, 30)
+	h.maxFiles = len(other.files()) + 1
+	if _, err := h.HashSince(other.root, "", "o1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := watch.watches(); got != int(dirs(other.root)) {
+		t.Errorf("%d watches after the first root left the cache, want the other's %d", got, dirs(other.root))
+	}
+	h.Close()
+	if got := watch.watches(); got != 0 {
+		t.Errorf("%d watches after Close", got)
+	}
+	if got, want := mustHasher(t, h, other.root), mustHash(t, other.root); got != want {
+		t.Errorf("after Close: Hasher %s, Hash %s", got, want)
+	}
 }
 
 func TestHasherCarry(t *testing.T) {
@@ -422,6 +578,37 @@ func TestHasherErrors(t *testing.T) {
 	}
 }
 
+// hashing walks with a Hasher one step after the other: watched, each
+// walk is HashSince the one before, as the builder's steps are.
+type hashing struct {
+	step  int
+	watch bool
+}
+
+func newHashing(t *testing.T, h *Hasher, watch bool) *hashing {
+	t.Helper()
+	if watch {
+		if err := h.WatchChanges(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+	}
+	return &hashing{watch: watch}
+}
+
+func (s *hashing) next(t *testing.T, h *Hasher, root string) string {
+	t.Helper()
+	if !s.watch {
+		return mustHasher(t, h, root)
+	}
+	s.step++
+	d, err := h.HashSince(root, fmt.Sprint(s.step-1), fmt.Sprint(s.step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func mustHasher(t *testing.T, h *Hasher, root string) string {
 	t.Helper()
 	d, err := h.Hash(root)
@@ -534,5 +721,36 @@ func BenchmarkHashLargeWorkspace(b *testing.B) {
 		// One file, so that the files a walk re-reads for being younger
 		// than the racy margin do not pile up at the benchmark's pace.
 		changeEachCall(b, h, root, filepath.Join(root, paths[len(paths)/2]))
+	})
+	// Watched, each call following the one before as a task's steps do:
+	// only the changed file's directory is lstat'ed.
+	b.Run("Hasher watched one file changed", func(b *testing.B) {
+		h := NewHasher(files)
+		if err := h.WatchChanges(); err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		step := 0
+		if _, err := h.HashSince(root, "", "0"); err != nil {
+			b.Fatal(err)
+		}
+		changed := filepath.Join(root, paths[len(paths)/3])
+		start()
+		for b.Loop() {
+			step++
+			b.StopTimer()
+			if err := os.WriteFile(changed, fmt.Appendf(nil, "changed %d\n", step), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			measure(b, func() error {
+				got, err := h.HashSince(root, fmt.Sprint(step-1), fmt.Sprint(step))
+				if err == nil && got == want {
+					err = errors.New("the change was not seen")
+				}
+				return err
+			})
+		}
+		msPerCall(b)
 	})
 }

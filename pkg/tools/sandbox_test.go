@@ -313,3 +313,42 @@ func TestSandboxNetworkSetting(t *testing.T) {
 		}
 	}
 }
+
+// The kernel reports what a sandboxed command does to the workspace (a bind
+// mount of it) to the watching Hasher: the steps after each command, watched,
+// have Hash's digest, with only the changed directories lstat'ed.
+func TestSandboxedChangesReachTheWatchingHasher(t *testing.T) {
+	sandboxtest.Require(t)
+	e, w, _ := newExec(t, Options{Sandbox: sandboxtest.New(t, sandbox.DefaultConfig())})
+	call(t, e, "run", map[string]any{"command": "mkdir -p a/b c && echo one > a/b/f && echo two > c/g"})
+	h := NewHasher(100)
+	if err := h.WatchChanges(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.now = func() time.Time { return time.Now().Add(time.Hour) } // every file old enough to trust
+	for i, command := range []string{
+		"echo ONE > a/b/f",                  // same size
+		"printf 'x' >> c/g",                 // appended
+		"mkdir a/b/d && echo new > a/b/d/h", // a new directory
+		"mv c a/b/d/moved",                  // a directory moved
+		"ln a/b/f a/b/d/moved/link && echo LINKED > a/b/d/moved/link", // written through a new name
+		"rm -r a/b/d", // a tree removed
+	} {
+		if _, err := h.HashSince(w.Root(), fmt.Sprint(i), fmt.Sprint(i+1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // a clock tick past what the walk saw
+		res := call(t, e, "run", map[string]any{"command": command})
+		if res.ExitCode != 0 {
+			t.Fatalf("%s: %+v", command, res)
+		}
+		got, err := h.HashSince(w.Root(), fmt.Sprint(i+1), fmt.Sprint(i+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mustHash(t, w.Root()); got != want {
+			t.Fatalf("after %q: Hasher %s, Hash %s", command, got, want)
+		}
+	}
+}

@@ -156,6 +156,12 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.d.Sandbox == nil {
 		return errNoSandbox
 	}
+	if s.d.Config.HashWatch == "on" {
+		if err := s.hasher.WatchChanges(); err != nil {
+			s.d.Log.Warn("the workspace check lstat's every file at every step: watching for changes is not possible here", zap.Error(err))
+		}
+		defer s.hasher.Close()
+	}
 	o := s.d.Config.Run
 	o.Ready = readyOnce(o.Ready, 2)
 	// The supervisor's last word comes after RideOut (which is innermost)
@@ -698,7 +704,7 @@ func (s *Service) runStep(ctx context.Context, env events.Envelope, snap kept, p
 	}
 	app := appendUnits{scope: t.ID, units: newUnits, base: ctxUnits, baseVer: ctxVer}
 	rec.ContextTokens = units.Total(ctxUnits) + units.Total(newUnits)
-	if rec.WorkspaceHash, err = s.workspaceHash(ws.Root(), env.Session, t.ID, env.Step, reply.Calls); err != nil {
+	if rec.WorkspaceHash, err = s.workspaceHash(ws.Root(), env.Session, t.ID, t.Attempts, env.Step, reply.Calls); err != nil {
 		return events.IterationRecord{}, appendUnits{}, fmt.Errorf("hash workspace: %w", err)
 	}
 	rec, err = boundRecord(ctx, rec, s.d.Config.InlineOutputBytes, RecordBudget(s.d.Bus.MaxPayload()),
@@ -731,18 +737,21 @@ func (s *Service) ask(ctx context.Context, session string, us []units.Unit) (jou
 
 // workspaceHash is tools.Hash of the workspace as step left it. A step
 // that ran no command and wrote nothing cannot have changed it: when this
-// replica hashed the step before of the same task, that digest stands
-// without a walk. Otherwise the hasher re-reads only the files whose stat
-// data changed. (Writes between steps by others, such as the critic's verify
-// command, show in the next step that walks.)
-func (s *Service) workspaceHash(root, session, task string, step int, calls []units.Call) (string, error) {
-	tag := func(step int) string { return fmt.Sprintf("%s/%s/%d", session, task, step) }
+// replica hashed the step before of the same attempt at the task, that
+// digest stands without a walk. Otherwise the hasher re-reads only the files
+// whose stat data changed, and, watching (RALPH_BUILDER_HASH_WATCH), lstat's
+// only the directories the kernel reported changed since that step. A step
+// after a review (a new attempt: the critic's verify command may have written
+// on another host) or after the session moved between replicas lstat's
+// everything.
+func (s *Service) workspaceHash(root, session, task string, attempt, step int, calls []units.Call) (string, error) {
+	tag := func(step int) string { return fmt.Sprintf("%s/%s/%d/%d", session, task, attempt, step) }
 	if !slices.ContainsFunc(calls, func(c units.Call) bool { return tools.Mutates(c.Name) }) {
 		if digest, ok := s.hasher.Carry(root, tag(step-1), tag(step)); ok {
 			return digest, nil
 		}
 	}
-	return s.hasher.HashTagged(root, tag(step))
+	return s.hasher.HashSince(root, tag(step-1), tag(step))
 }
 
 // runTool executes call i of the step, or replays its journaled result. A

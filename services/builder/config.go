@@ -35,6 +35,10 @@ type Config struct {
 	// one step may take without a heartbeat, and shorter than the time
 	// `ralph run` follows a session (RALPH_RUN_TIMEOUT).
 	WatchdogIdle time.Duration `split_words:"true" default:"15m" desc:"a session with no event and no stage at work on it for this long is escalated with the reason (what it waited for, who should have answered)"`
+	// IndexInterval paces the session index's counters: a session's start
+	// and end and every change of a task's status are written at once, the
+	// rest (iterations, tokens, usage, phase) at most this often.
+	IndexInterval time.Duration `split_words:"true" default:"1s" desc:"the session index (ralph sessions, the console) shows a session's start, end and task changes at once and its counters (iterations, tokens, usage, phase) at most this late; one write per change would cost a JetStream write per step"`
 
 	// The limits below belong to other homes (the decomposer's depth and
 	// subtask count, the compaction threshold derived from the planner's
@@ -67,6 +71,7 @@ func (c Config) Validate() error {
 		settings.Check(c.MaxTokens >= 1, "MaxTokens", c.MaxTokens, "must be at least 1"),
 		settings.Check(c.CacheSessions >= 1, "CacheSessions", c.CacheSessions, "must be at least 1"),
 		settings.Check(c.WatchdogIdle > 0, "WatchdogIdle", c.WatchdogIdle, "must be positive"),
+		settings.Check(c.IndexInterval > 0, "IndexInterval", c.IndexInterval, "must be positive"),
 	)
 }
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/ralphmesh/ralph/pkg/sessionindex"
 )
@@ -84,18 +87,142 @@ func (s *Service) index(ctx context.Context, st State, ver int64) error {
 	return s.indexWith(ctx, st, ver, usage)
 }
 
-// indexWith is index with the session's usage read already.
+// indexWith is index with the session's usage read already. The entry is
+// written at once when it shows something other than progress (the
+// session's first entry from this replica, its end, a task's status, the
+// current task), else at most every RALPH_BUILDER_INDEX_INTERVAL: the
+// latest entry waits for the interval's end (indexPacer).
 func (s *Service) indexWith(ctx context.Context, st State, ver int64, usage map[string]int64) error {
 	if s.d.Index == nil {
 		return nil
 	}
-	if err := s.d.Index.Put(ctx, Entry(st, ver, usage, s.d.Clock())); err != nil {
+	e := Entry(st, ver, usage, s.d.Clock())
+	key := teamOf(st) + "." + st.Session
+	if !s.indexing.hold(key, e, st.Done(), s.d.Config.IndexInterval, s.flushIndex) {
+		return nil
+	}
+	if err := s.d.Index.Put(ctx, e); err != nil {
+		s.indexing.failed(key)
 		return err
 	}
 	if st.Done() {
 		s.d.Index.Forget(teamOf(st), st.Session)
 	}
 	return nil
+}
+
+// flushIndex writes an entry that waited for its interval's end.
+func (s *Service) flushIndex(e sessionindex.Entry) {
+	ctx, cancel := context.WithTimeout(context.Background(), indexFlushTimeout)
+	defer cancel()
+	if err := s.d.Index.Put(ctx, e); err != nil {
+		// The session's next change writes it again.
+		s.d.Log.Warn("session index: a paced entry was not written", zap.String("session", e.ID), zap.Error(err))
+	}
+}
+
+// indexFlushTimeout bounds the write of a paced entry.
+const indexFlushTimeout = 10 * time.Second
+
+// indexPacer decides which index entries are written now and which wait:
+// per session, when the last was written, what it showed apart from
+// progress, and the entry waiting with its timer.
+type indexPacer struct {
+	mu       sync.Mutex
+	sessions map[string]*paced
+	closed   bool
+}
+
+type paced struct {
+	wrote   time.Time
+	shape   string
+	pending *sessionindex.Entry
+	timer   *time.Timer
+}
+
+// hold reports whether e is to be written now. Otherwise it keeps e as the
+// session's pending entry, written by flush when interval has passed since
+// the last write. A session that ended is forgotten.
+func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval time.Duration, flush func(sessionindex.Entry)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sessions == nil {
+		p.sessions = map[string]*paced{}
+	}
+	ps := p.sessions[key]
+	now := time.Now()
+	shape := entryShape(e)
+	if ended || p.closed || ps == nil || ps.shape != shape || now.Sub(ps.wrote) >= interval {
+		if ps != nil && ps.timer != nil {
+			ps.timer.Stop()
+		}
+		if ended || p.closed {
+			delete(p.sessions, key)
+		} else {
+			p.sessions[key] = &paced{wrote: now, shape: shape}
+		}
+		return true
+	}
+	ps.pending = &e
+	if ps.timer == nil {
+		ps.timer = time.AfterFunc(interval-now.Sub(ps.wrote), func() {
+			p.mu.Lock()
+			if p.sessions[key] != ps || ps.pending == nil {
+				p.mu.Unlock()
+				return
+			}
+			e := *ps.pending
+			ps.pending, ps.timer, ps.wrote = nil, nil, time.Now()
+			p.mu.Unlock()
+			flush(e)
+		})
+	}
+	return false
+}
+
+// failed forgets the last write of key, which did not happen: the next
+// entry is written at once.
+func (p *indexPacer) failed(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ps := p.sessions[key]; ps != nil && ps.timer != nil {
+		ps.timer.Stop()
+	}
+	delete(p.sessions, key)
+}
+
+// drain stops pacing: every pending entry is returned to be written now,
+// and later entries are written at once.
+func (p *indexPacer) drain() []sessionindex.Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var out []sessionindex.Entry
+	for key, ps := range p.sessions {
+		if ps.timer != nil {
+			ps.timer.Stop()
+		}
+		if ps.pending != nil {
+			out = append(out, *ps.pending)
+		}
+		delete(p.sessions, key)
+	}
+	return out
+}
+
+// entryShape is what of e is more than progress: its state and reason, the
+// current task, and each task's status, attempts and subtasks.
+func entryShape(e sessionindex.Entry) string {
+	var b strings.Builder
+	b.WriteString(e.State)
+	b.WriteByte(0)
+	b.WriteString(e.Reason)
+	b.WriteByte(0)
+	b.WriteString(e.CurrentTask)
+	for _, t := range e.Tasks {
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d\x00%s", t.ID, t.Status, t.Attempts, strings.Join(t.Subtasks, ","))
+	}
+	return b.String()
 }
 
 // admit says why a new session of team may not start, "" when it may.

@@ -137,6 +137,8 @@ type Service struct {
 	hasher *tools.Hasher
 	// sessions is what this replica keeps of each session between steps.
 	sessions *sessionCache
+	// indexing paces the session index's writes (RALPH_BUILDER_INDEX_INTERVAL).
+	indexing indexPacer
 }
 
 // New builds the service; zero Config fields take their defaults.
@@ -172,7 +174,14 @@ func (s *Service) Run(ctx context.Context) error {
 	g.Go(func() error { return s.d.Bus.RunDeadLetters(ctx, Name, s.onDeadLetter, supervisor) })
 	g.Go(func() error { s.watch(ctx); return nil })
 	g.Go(func() error { return s.runEvents(ctx, o) })
-	return g.Wait()
+	err := g.Wait()
+	// What waited for its interval is written before the replica goes.
+	if s.d.Index != nil {
+		for _, e := range s.indexing.drain() {
+			s.flushIndex(e)
+		}
+	}
+	return err
 }
 
 // runEvents consumes the builder's events until ctx ends.

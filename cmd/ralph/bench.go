@@ -25,12 +25,13 @@ func newBenchCmd() *cobra.Command {
 
 func newBenchMeshCmd() *cobra.Command {
 	var (
-		sessions   []int
-		steps      int
-		natsServer string
-		out        string
-		timeout    time.Duration
-		cpuProfile string
+		sessions       []int
+		steps          int
+		natsServer     string
+		out            string
+		timeout        time.Duration
+		cpuProfile     string
+		workspaceFiles int
 	)
 	cmd := &cobra.Command{
 		Use:   "mesh [--sessions 1,10,100,500] [--steps K] [--nats-server PATH] [--out docs/performance.md]",
@@ -46,7 +47,10 @@ step made, one HTTP call to the model) with the ratio step p50 / floor; each N e
 
   mesh sessions=100 its_per_s=1234 step_p50_ms=1.20 step_p99_ms=3.40 floor_ms=0.90 ratio=1.33 cpu_ms_per_it=0.95
 
-(cpu_ms_per_it: this process + nats-server + Redis.) Then issue 13's targets for 1, 100 and 500 sessions,
+(cpu_ms_per_it: this process + nats-server + Redis.) Then the workspace check on a big workspace: one
+session whose every step runs one command, on a one-file workspace and on one of --workspace-files files
+(11,000; 0 skips it), twice each, and the difference of their step medians, for a task's first step
+(every file lstat'ed) and its later ones (only what the kernel reported changed). Then issue 13's targets,
 each met or MISSED (they do not change the exit code).
 
 Servers (nothing is downloaded): --nats-server PATH starts that nats-server binary (2.10 or newer, e.g.
@@ -84,7 +88,7 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 			}
 			o := meshbench.Options{
 				Config: cfg, Sessions: sessions, Steps: steps, NATSServer: natsServer, RedisServer: redisServer, Timeout: timeout,
-				Progress: cmd.OutOrStdout(), Log: log, CPUProfile: cpuProfile,
+				Progress: cmd.OutOrStdout(), Log: log, CPUProfile: cpuProfile, WorkspaceFiles: workspaceFiles,
 				Model: func(script string) *exec.Cmd {
 					return exec.Command(exe, "scriptllm", "serve", "--script", script, "--addr", "127.0.0.1:0")
 				},
@@ -118,6 +122,7 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 	cmd.Flags().IntVar(&steps, "steps", meshbench.DefaultSteps, "steps each session takes (one task each)")
 	cmd.Flags().StringVar(&natsServer, "nats-server", "", "nats-server binary to start (default: RALPH_NATS_URL, else nats-server on PATH)")
 	cmd.Flags().StringVar(&out, "out", "", "also write the report as Markdown to this file (docs/performance.md in the repository)")
+	cmd.Flags().IntVar(&workspaceFiles, "workspace-files", meshbench.DefaultWorkspaceFiles, "files of the big workspace the workspace check is measured on, after the sessions (0: skip it)")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the mesh over each N's measured run to FILE.<N> (go tool pprof)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "longest one N's run may take")
 	return cmd

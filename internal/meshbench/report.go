@@ -20,6 +20,8 @@ type Report struct {
 	Command string
 	Steps   int
 	Results []Result
+	// Workspace is the workspace check's measurement, nil when skipped.
+	Workspace *WorkspaceResult
 }
 
 // Machine is what the figures were measured on.
@@ -156,6 +158,24 @@ detector's analysis), by the times the two events carry.
 	b.WriteString("\nThe floor, piece by piece (medians, ms):\n\n| sessions | JetStream round trip | Redis round trips | Redis ms | HTTP call |\n|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %d | %.2f | %d | %.2f | %.2f |\n", r.Sessions, ms(r.Floor.JetStream), r.Floor.RedisTrips, ms(r.Floor.Redis), ms(r.Floor.HTTP))
+	}
+	if w := rep.Workspace; w != nil {
+		fmt.Fprintf(&b, `
+## The workspace check on a big workspace
+
+One session of %d tasks of %d steps, every step but the last of a task running one command in the
+sandbox (`+"`echo N > out.txt`"+`), on a one-file workspace and on one of %d files (small files in
+nested directories, older than the check's racy margin), %d sessions of each, alternating; medians of the steps
+that ran a command, in ms. A task's first step follows a review (the critic's verify command may have
+written, on another host too), so the check lstat's every file then; the later steps lstat only the
+directories the kernel (inotify) reported changed (`+"`RALPH_BUILDER_HASH_WATCH`"+`).
+
+| steps | one-file workspace | %d files | difference |
+|---|---:|---:|---:|
+| a task's first step | %.2f | %.2f | %+.2f |
+| its later steps | %.2f | %.2f | %+.2f |
+`, wsTasks, wsSteps, w.Files, wsRounds, w.Files,
+			ms(w.Empty.First), ms(w.Large.First), ms(w.ExtraFirst()), ms(w.Empty.Later), ms(w.Large.Later), ms(w.Extra()))
 	}
 	if ts := rep.Targets(); len(ts) > 0 {
 		b.WriteString("\n## Targets (issue 13)\n\n| target | want | measured | |\n|---|---|---|---|\n")

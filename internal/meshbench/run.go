@@ -79,6 +79,9 @@ type Options struct {
 	// CPUProfile, when set, is where a CPU profile of this process over
 	// each N's measured run is written: CPUProfile.<N> (go tool pprof).
 	CPUProfile string
+	// WorkspaceFiles is the big workspace of the workspace check's
+	// measurement (runWorkspace); 0 skips it.
+	WorkspaceFiles int
 }
 
 // Validate says what is wrong with o.
@@ -94,6 +97,9 @@ func (o Options) Validate() error {
 	if most := MaxSteps(o.Config); o.Steps < 1 || o.Steps > most {
 		return fmt.Errorf("--steps %d: must be between 1 and %d (a session's PRD has one task per step: RALPH_PRD_MAX_TASKS and RALPH_BUILDER_MAX_ITERATIONS bound it)", o.Steps, most)
 	}
+	if o.WorkspaceFiles < 0 || o.WorkspaceFiles > MaxWorkspaceFiles {
+		return fmt.Errorf("--workspace-files %d: must be between 0 (skip) and %d", o.WorkspaceFiles, MaxWorkspaceFiles)
+	}
 	if o.Model == nil {
 		return errors.New("no command for the scripted model")
 	}
@@ -105,6 +111,9 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// MaxWorkspaceFiles bounds --workspace-files.
+const MaxWorkspaceFiles = 1_000_000
 
 // MaxSessions bounds --sessions: each session is a directory and a few
 // hundred bytes of state in Redis per step.
@@ -166,6 +175,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			}
 		}
 	}
+	if o.WorkspaceFiles > 0 {
+		w, err := runWorkspace(ctx, o, srv, dir, o.WorkspaceFiles)
+		if err != nil {
+			return rep, fmt.Errorf("workspace check: %w", err)
+		}
+		rep.Workspace = &w
+		if o.Progress != nil {
+			if err := w.WriteText(o.Progress); err != nil {
+				return rep, err
+			}
+		}
+	}
 	return rep, nil
 }
 
@@ -189,7 +210,7 @@ func startServers(ctx context.Context, o Options, dir string) (*servers, error) 
 		s.redisURL = url
 	}
 	script := filepath.Join(dir, "model.yaml")
-	if err := os.WriteFile(script, []byte(Script), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte("rules:\n"+wsScript()+strings.TrimPrefix(Script, "rules:\n")), 0o600); err != nil {
 		return s, fmt.Errorf("write the model's script: %w", err)
 	}
 	c, url, err := startChild(ctx, "model server", o.Model(script), modelListening)

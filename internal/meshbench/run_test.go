@@ -62,7 +62,7 @@ func testModel(script string) *exec.Cmd {
 // not asserted).
 func TestRunPrintsOneLinePerN(t *testing.T) {
 	cfg := meshconfig.New(t)
-	o := meshbench.Options{Config: cfg, Sessions: []int{2}, Steps: 5, Model: testModel, Timeout: 2 * time.Minute}
+	o := meshbench.Options{Config: cfg, Sessions: []int{2}, Steps: 5, Model: testModel, Timeout: 2 * time.Minute, WorkspaceFiles: 300}
 	if bin := os.Getenv("RALPH_TEST_NATS_SERVER"); bin != "" {
 		// The benchmark's own way: a nats-server process it starts, whose
 		// CPU it reads.
@@ -76,8 +76,12 @@ func TestRunPrintsOneLinePerN(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	last := lines[len(lines)-1]
+	var last string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "mesh sessions=") {
+			last = l
+		}
+	}
 	f, err := meshbench.ParseLine(last)
 	if err != nil {
 		t.Fatalf("%v\nprinted:\n%s", err, out.String())
@@ -104,12 +108,27 @@ func TestRunPrintsOneLinePerN(t *testing.T) {
 	if o.NATSServer != "" && !r.NATS.Measured {
 		t.Error("the nats-server the benchmark started: CPU not measured")
 	}
+	// The workspace check's sessions: every step but a task's last ran a
+	// command, on both workspaces.
+	w := rep.Workspace
+	if w == nil {
+		t.Fatal("no workspace check measured")
+	}
+	if w.Files != 300 || w.Empty.N != 2*4*5 || w.Large.N != 2*4*5 || w.Empty.First <= 0 || w.Large.Later <= 0 {
+		t.Errorf("workspace check %+v: want 300 files, 40 command steps measured on each workspace (2 sessions of 4 tasks of 5)", *w)
+	}
+	if !strings.Contains(out.String(), "workspace check: one command per step") {
+		t.Errorf("the workspace check was not printed:\n%s", out.String())
+	}
 	var md bytes.Buffer
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), last) {
 		t.Errorf("the Markdown report lacks the line %q", last)
+	}
+	if !strings.Contains(md.String(), "## The workspace check on a big workspace") {
+		t.Error("the Markdown report lacks the workspace check")
 	}
 }
 
@@ -133,6 +152,7 @@ func TestValidate(t *testing.T) {
 		{"zero steps", func(o *meshbench.Options) { o.Steps = 0 }, "--steps 0"},
 		{"more steps than tasks", func(o *meshbench.Options) { o.Steps = meshbench.MaxSteps(cfg) + 1 }, "RALPH_PRD_MAX_TASKS"},
 		{"no model", func(o *meshbench.Options) { o.Model = nil }, "model"},
+		{"negative workspace files", func(o *meshbench.Options) { o.WorkspaceFiles = -1 }, "--workspace-files -1"},
 		{"no NATS", func(o *meshbench.Options) { o.Config = noURLs; o.RedisServer = "redis-server" }, "--nats-server"},
 		{"no Redis", func(o *meshbench.Options) { o.Config = noURLs; o.NATSServer = "nats-server" }, "RALPH_REDIS_URL"},
 	} {

@@ -40,6 +40,10 @@ func (rep Report) Targets() []Target {
 			out = append(out, Target{"500 sessions: throughput against 100", "at least 90% of 100 sessions'", fmt.Sprintf("%.0f%%", 100*share), share >= 0.9})
 		}
 	}
+	if w := rep.Workspace; w != nil {
+		out = append(out, Target{fmt.Sprintf("%d-file workspace: a step that ran one command", w.Files), "<= 5 ms more than on an empty one",
+			fmt.Sprintf("%+.2f ms (a task's first step: %+.2f ms)", ms(w.Extra()), ms(w.ExtraFirst())), w.Extra() <= 5*time.Millisecond})
+	}
 	return out
 }
 

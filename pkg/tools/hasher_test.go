@@ -90,6 +90,30 @@ func (tr *tree) pick() string {
 	return fs[tr.rnd.IntN(len(fs))]
 }
 
+// rewriteSameSize gives the file rel other content of the same size,
+// written through the name through (rel itself or another link to it), and
+// puts its mtime back, through that name too (the kernel reports both to
+// the directory of the name used): only the ctime and the content tell.
+func (tr *tree) rewriteSameSize(rel, through string) {
+	tr.t.Helper()
+	fi, err := os.Stat(tr.abs(rel))
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	old, err := os.ReadFile(tr.abs(rel))
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	next := []byte(tr.content(len(old)))
+	next[0] = old[0] ^ 0x20 // differ for sure
+	if err := os.WriteFile(tr.abs(through), next, 0o644); err != nil {
+		tr.t.Fatal(err)
+	}
+	if err := os.Chtimes(tr.abs(through), fi.ModTime(), fi.ModTime()); err != nil {
+		tr.t.Fatal(err)
+	}
+}
+
 // change is one thing a command can do to a workspace; same says whether
 // Hash's digest must stay the same.
 type change struct {
@@ -102,22 +126,7 @@ func changes() []change {
 	return []change{
 		{"content, same size, mtime put back", false, func(tr *tree) {
 			rel := tr.pick()
-			fi, err := os.Stat(tr.abs(rel))
-			if err != nil {
-				tr.t.Fatal(err)
-			}
-			old, err := os.ReadFile(tr.abs(rel))
-			if err != nil {
-				tr.t.Fatal(err)
-			}
-			next := []byte(tr.content(len(old)))
-			next[0] = old[0] ^ 0x20 // differ for sure
-			if err := os.WriteFile(tr.abs(rel), next, 0o644); err != nil {
-				tr.t.Fatal(err)
-			}
-			if err := os.Chtimes(tr.abs(rel), fi.ModTime(), fi.ModTime()); err != nil {
-				tr.t.Fatal(err)
-			}
+			tr.rewriteSameSize(rel, rel)
 		}},
 		{"new file", false, func(tr *tree) { tr.write(tr.newPath(), tr.content(10)) }},
 		{"deleted file", false, func(tr *tree) {
@@ -187,27 +196,7 @@ func changes() []change {
 			if err := os.Link(tr.abs(rel), tr.abs(link)); err != nil {
 				tr.t.Fatal(err)
 			}
-			fi, err := os.Stat(tr.abs(rel))
-			if err != nil {
-				tr.t.Fatal(err)
-			}
-			old, err := os.ReadFile(tr.abs(rel))
-			if err != nil {
-				tr.t.Fatal(err)
-			}
-			next := []byte(tr.content(len(old)))
-			next[0] = old[0] ^ 0x20
-			f, err := os.OpenFile(tr.abs(link), os.O_WRONLY, 0)
-			if err != nil {
-				tr.t.Fatal(err)
-			}
-			if _, err := f.Write(next); err != nil {
-				tr.t.Fatal(err)
-			}
-			f.Close()
-			if err := os.Chtimes(tr.abs(link), fi.ModTime(), fi.ModTime()); err != nil {
-				tr.t.Fatal(err)
-			}
+			tr.rewriteSameSize(rel, link)
 		}},
 		{"permission only", true, func(tr *tree) {
 			if err := os.Chmod(tr.abs(tr.pick()), 0o600); err != nil {
@@ -299,19 +288,7 @@ func TestHasherRacyContent(t *testing.T) {
 func TestHasherReadsOnlyWhatChanged(t *testing.T) {
 	tr := newRandomTree(t, 42, 30)
 	files := int64(len(tr.files()))
-	var dirs int64
-	err := filepath.WalkDir(tr.root, func(p string, d fs.DirEntry, err error) error {
-		if d.Name() == ".git" {
-			return fs.SkipDir
-		}
-		if d.IsDir() {
-			dirs++
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dirs := countDirs(t, tr.root)
 	h := NewHasher(1000)
 	check := func(what string, wantFiles, wantDirs int64) {
 		t.Helper()
@@ -347,23 +324,7 @@ func TestHasherReadsOnlyWhatChanged(t *testing.T) {
 // when the kernel lost events.
 func TestHasherWatchedLstatsOnlyWhatChanged(t *testing.T) {
 	tr := newRandomTree(t, 7, 30)
-	dirs := func(root string) int64 {
-		t.Helper()
-		var n int64
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if d.Name() == ".git" {
-				return fs.SkipDir
-			}
-			if d.IsDir() {
-				n++
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	dirs := func(root string) int64 { return countDirs(t, root) }
 	h := NewHasher(1000)
 	h.now = func() time.Time { return time.Now().Add(time.Hour) }
 	if err := h.WatchChanges(); err != nil {
@@ -607,6 +568,26 @@ func (s *hashing) next(t *testing.T, h *Hasher, root string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// countDirs counts the directories under root that Hash walks (root
+// included, .git left out).
+func countDirs(t *testing.T, root string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if d.Name() == ".git" {
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func mustHasher(t *testing.T, h *Hasher, root string) string {

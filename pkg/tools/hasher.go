@@ -267,10 +267,13 @@ func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
 		rc.dirs = map[string]*dirCache{}
 	}
 	rc.gen++
-	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano()}
-	if h.watch != nil {
+	h.mu.Lock()
+	watch := h.watch // one watcher for the whole walk, even if Close comes
+	h.mu.Unlock()
+	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano(), watch: watch}
+	if watch != nil {
 		var trusted bool
-		w.dirty, trusted = h.watch.begin(rc)
+		w.dirty, trusted = watch.begin(rc)
 		w.trusted = trusted && since
 	}
 	if err := w.enter(-1, "", ""); err != nil {
@@ -280,8 +283,8 @@ func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
 	for rel, d := range rc.dirs {
 		if d.gen != rc.gen {
 			delete(rc.dirs, rel)
-			if h.watch != nil {
-				h.watch.forget(rc, rel)
+			if watch != nil {
+				watch.forget(rc, rel)
 			}
 			w.structure = true
 			continue
@@ -330,8 +333,10 @@ type walker struct {
 	st    unix.Stat_t
 	// structure: a file came or went; content: a cached digest changed.
 	structure, content bool
-	// trusted: the watcher's word counts for this walk, and dirty are the
-	// directories it reported changed.
+	// watch is the Hasher's watcher when the walk began (nil: none);
+	// trusted: its word counts for this walk, and dirty are the directories
+	// it reported changed.
+	watch   *watcher
 	trusted bool
 	dirty   map[string]bool
 }
@@ -378,8 +383,8 @@ func (w *walker) enter(parentfd int, rel, name string) error {
 		return &os.PathError{Op: "fstat", Path: rel, Err: err}
 	}
 	// Watched before it is listed: a change after the listing is an event.
-	if w.h.watch != nil {
-		w.h.watch.add(w.rc, fd, rel)
+	if w.watch != nil {
+		w.watch.add(w.rc, fd, rel)
 	}
 	return w.dir(fd, rel, statOf(&w.st))
 }
@@ -387,7 +392,7 @@ func (w *walker) enter(parentfd int, rel, name string) error {
 // clean reports whether the watcher vouches that nothing changed in the
 // directory rel, walked before as dc.
 func (w *walker) clean(dc *dirCache, rel string) bool {
-	return w.trusted && dc.names != nil && !dc.racy && !dc.unsure && !w.dirty[rel] && w.h.watch.watched(w.rc, rel)
+	return w.trusted && dc.names != nil && !dc.racy && !dc.unsure && !w.dirty[rel] && w.watch.watched(w.rc, rel)
 }
 
 func (w *walker) racy(st fileStat) bool { return st.mtime >= w.since || st.ctime >= w.since }

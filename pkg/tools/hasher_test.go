@@ -735,3 +735,38 @@ func BenchmarkHashLargeWorkspace(b *testing.B) {
 		msPerCall(b)
 	})
 }
+
+// Close while walks run (a builder stopping): every walk still returns
+// Hash's digest, and the ones after it walk without watching.
+func TestHasherCloseWhileWalking(t *testing.T) {
+	tr := newRandomTree(t, 11, 40)
+	want := mustHash(t, tr.root)
+	h := NewHasher(1000)
+	if err := h.WatchChanges(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 20 {
+				got, err := h.HashSince(tr.root, fmt.Sprint(g, i-1), fmt.Sprint(g, i))
+				if err == nil && got != want {
+					err = fmt.Errorf("Hasher %s, Hash %s", got, want)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	h.Close()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := mustHasher(t, h, tr.root); got != want {
+		t.Errorf("after Close: Hasher %s, Hash %s", got, want)
+	}
+}

@@ -97,7 +97,14 @@ func (h *Hasher) WatchChanges() error {
 		unix.Close(w.fd)
 		return fmt.Errorf("inotify: %s: %w (is /proc mounted?)", probe, err)
 	}
+	h.mu.Lock()
+	if h.watch != nil {
+		h.mu.Unlock()
+		unix.Close(w.fd)
+		return nil // watching already
+	}
 	h.watch = w
+	h.mu.Unlock()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -94,6 +95,26 @@ func TestShutdownLinesAndProbes(t *testing.T) {
 	case <-arrived:
 	case <-time.After(time.Minute):
 		t.Fatal("the builder never called the model")
+	}
+	// The session's start may still be finishing (its index write, its
+	// ack) when the step calls the model: stop once the step is all that
+	// is in hand.
+	for deadline := time.Now().Add(time.Minute); ; {
+		msg, err := m.Bus.Conn().Request(mesh.StatusSubject(cfg.Prefix, "builder"), nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st mesh.Status
+		if err := json.Unmarshal(msg.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.InFlight == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events in hand, want the hung step alone", st.InFlight)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	stop(errors.New("told to stop"))
 	if err := <-done; err != nil {

@@ -12,6 +12,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -83,7 +84,6 @@ type rootCache struct {
 	digest  string       // of the last walk
 	tag     string       // what the caller named the last walk
 	sum     hash.Hash    // of the record stream
-	file    hash.Hash    // of one file's content
 	gen     uint64
 	stale   bool // the next walk rebuilds order and digest
 	files   int  // entries counted in Hasher.files
@@ -217,7 +217,7 @@ func (h *Hasher) cache(real string) *rootCache {
 		h.lru.MoveToFront(el)
 		return el.Value.(*rootCache)
 	}
-	rc := &rootCache{root: real, sum: sha256.New(), file: sha256.New()}
+	rc := &rootCache{root: real, sum: sha256.New()}
 	h.roots[real] = h.lru.PushFront(rc)
 	return rc
 }
@@ -270,15 +270,20 @@ func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
 	h.mu.Lock()
 	watch := h.watch // one watcher for the whole walk, even if Close comes
 	h.mu.Unlock()
-	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano(), watch: watch}
+	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano(), watch: watch,
+		s: &walkShared{slots: make(chan struct{}, walkWorkers()-1)}}
 	if watch != nil {
 		var trusted bool
 		w.dirty, trusted = watch.begin(rc)
 		w.trusted = trusted && since
 	}
-	if err := w.enter(-1, "", ""); err != nil {
-		return "", err
+	w.s.fail(w.enter(-1, "", ""))
+	w.s.wg.Wait()
+	if w.s.err != nil {
+		return "", w.s.err
 	}
+	w.structure = w.structure || w.s.structure
+	w.content = w.content || w.s.content
 	// What is no longer there: directories and files this walk did not see.
 	for rel, d := range rc.dirs {
 		if d.gen != rc.gen {
@@ -325,11 +330,60 @@ func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
 	return rc.digest, nil
 }
 
-// walker is one walk of a root.
+// walkWorkers is how many goroutines one walk lstat's with: the system
+// calls of directories of the tree run in parallel, as many as there are
+// processors (at most 8).
+func walkWorkers() int { return min(8, max(1, runtime.GOMAXPROCS(0))) }
+
+// walkShared is what the goroutines of one walk share: the root's directory
+// map, which they all read and add to (each directory's cache is touched by
+// the one goroutine that walks it), the free worker slots, and what they
+// found.
+type walkShared struct {
+	mu     sync.Mutex // guards rc.dirs, err and the flags
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	failed atomic.Bool
+	err    error
+	// structure and content: as walker's, of the goroutines done.
+	structure, content bool
+}
+
+// errStopped: another goroutine of the walk failed; this one gave up.
+var errStopped = errors.New("walk stopped")
+
+// fail records the walk's first error.
+func (s *walkShared) fail(err error) {
+	if err == nil || errors.Is(err, errStopped) {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+		s.failed.Store(true)
+	}
+	s.mu.Unlock()
+}
+
+// dirOf is the cache of rel, created when create is set and there is none.
+func (w *walker) dirOf(rel string, create bool) *dirCache {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	dc := w.rc.dirs[rel]
+	if dc == nil && create {
+		dc = &dirCache{files: map[string]*fileEntry{}}
+		w.rc.dirs[rel] = dc
+	}
+	return dc
+}
+
+// walker is one goroutine of a walk of a root.
 type walker struct {
+	s     *walkShared
 	h     *Hasher
 	rc    *rootCache
-	since int64 // stat times at or after this are racy
+	file  hash.Hash // of one file's content
+	since int64     // stat times at or after this are racy
 	st    unix.Stat_t
 	// structure: a file came or went; content: a cached digest changed.
 	structure, content bool
@@ -343,9 +397,13 @@ type walker struct {
 
 // enter brings the directory rel up to date: without a system call when
 // the watcher vouches that nothing in it changed, else opened (from
-// parentfd by name, or by path when parentfd < 0), watched and walked.
+// parentfd by name, or by path when parentfd < 0), watched and walked, by
+// another goroutine when a worker slot is free.
 func (w *walker) enter(parentfd int, rel, name string) error {
-	if dc := w.rc.dirs[rel]; dc != nil && w.clean(dc, rel) {
+	if w.s.failed.Load() {
+		return errStopped
+	}
+	if dc := w.dirOf(rel, false); dc != nil && w.clean(dc, rel) {
 		dc.gen = w.rc.gen
 		for _, f := range dc.files {
 			f.gen = w.rc.gen
@@ -378,6 +436,30 @@ func (w *walker) enter(parentfd int, rel, name string) error {
 			return fmt.Errorf("open directory %s: %w", rel, err)
 		}
 	}
+	if rel != "" {
+		select {
+		case w.s.slots <- struct{}{}:
+			w.s.wg.Add(1)
+			go func() {
+				defer w.s.wg.Done()
+				sub := walker{s: w.s, h: w.h, rc: w.rc, since: w.since, watch: w.watch, trusted: w.trusted, dirty: w.dirty}
+				err := sub.visit(fd, rel)
+				<-w.s.slots
+				w.s.fail(err)
+				w.s.mu.Lock()
+				w.s.structure = w.s.structure || sub.structure
+				w.s.content = w.s.content || sub.content
+				w.s.mu.Unlock()
+			}()
+			return nil
+		default:
+		}
+	}
+	return w.visit(fd, rel)
+}
+
+// visit walks the directory rel open as fd, and closes it.
+func (w *walker) visit(fd int, rel string) error {
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &w.st); err != nil {
 		return &os.PathError{Op: "fstat", Path: rel, Err: err}
@@ -400,11 +482,7 @@ func (w *walker) racy(st fileStat) bool { return st.mtime >= w.since || st.ctime
 // dir walks the directory open as fd, rel to the root ("" for the root),
 // whose stat data is st.
 func (w *walker) dir(fd int, rel string, st fileStat) error {
-	dc := w.rc.dirs[rel]
-	if dc == nil {
-		dc = &dirCache{files: map[string]*fileEntry{}}
-		w.rc.dirs[rel] = dc
-	}
+	dc := w.dirOf(rel, true)
 	dc.gen = w.rc.gen
 	if dc.names == nil || dc.racy || dc.stat != st {
 		names, err := w.list(fd)
@@ -512,7 +590,10 @@ func (w *walker) read(dirfd int, name string) ([sha256.Size]byte, error) {
 		return out, err
 	}
 	defer unix.Close(fd)
-	sum := w.rc.file
+	if w.file == nil {
+		w.file = sha256.New()
+	}
+	sum := w.file
 	sum.Reset()
 	bp := w.h.bufs.Get().(*[]byte)
 	defer w.h.bufs.Put(bp)

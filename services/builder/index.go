@@ -124,6 +124,10 @@ func (s *Service) flushIndex(e sessionindex.Entry) {
 // indexFlushTimeout bounds the write of a paced entry.
 const indexFlushTimeout = 10 * time.Second
 
+// pacedSessions is how many sessions the pacer remembers before it drops
+// those it no longer needs.
+const pacedSessions = 4096
+
 // indexPacer decides which index entries are written now and which wait:
 // per session, when the last was written, what it showed apart from
 // progress, and the entry waiting with its timer.
@@ -149,8 +153,18 @@ func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval
 	if p.sessions == nil {
 		p.sessions = map[string]*paced{}
 	}
-	ps := p.sessions[key]
 	now := time.Now()
+	if len(p.sessions) >= pacedSessions {
+		// Sessions that ended on other replicas are never forgotten here
+		// otherwise: drop those with nothing waiting whose interval is
+		// over (their next entry is written at once, as a first one).
+		for k, ps := range p.sessions {
+			if ps.timer == nil && now.Sub(ps.wrote) >= interval {
+				delete(p.sessions, k)
+			}
+		}
+	}
+	ps := p.sessions[key]
 	shape := entryShape(e)
 	if ended || p.closed || ps == nil || ps.shape != shape || now.Sub(ps.wrote) >= interval {
 		if ps != nil && ps.timer != nil {

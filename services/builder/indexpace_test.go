@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,5 +64,22 @@ func TestIndexPacer(t *testing.T) {
 	case e := <-flushed:
 		t.Fatalf("flushed iteration %d, which a later write had replaced", e.Iterations)
 	default:
+	}
+}
+
+// Sessions that end elsewhere are not remembered forever: past
+// pacedSessions, those with nothing waiting and their interval over go.
+func TestIndexPacerForgetsIdleSessions(t *testing.T) {
+	var p indexPacer
+	flush := func(sessionindex.Entry) {}
+	e := sessionindex.Entry{Summary: sessionindex.Summary{State: sessionindex.StateRunning}}
+	for i := range pacedSessions + 10 {
+		p.hold(fmt.Sprint(i), e, false, time.Nanosecond, flush)
+	}
+	p.mu.Lock()
+	n := len(p.sessions)
+	p.mu.Unlock()
+	if n > pacedSessions {
+		t.Fatalf("%d sessions remembered, want at most %d", n, pacedSessions)
 	}
 }

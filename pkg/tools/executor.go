@@ -52,7 +52,7 @@ type Options struct {
 	// HashWatch lets the workspace check learn from the kernel (inotify)
 	// which directories changed between two steps of a task on this
 	// replica, and lstat only those (tools.Hasher.WatchChanges).
-	HashWatch string `split_words:"true" default:"on" desc:"on: the workspace check lstat's only the directories the kernel (inotify) reported changed since the step before on this replica; off: it lstat's every file at every step (for workspaces other hosts write into while a session runs)"`
+	HashWatch string `split_words:"true" default:"on" desc:"on: the workspace check lstat's only the directories the kernel (inotify) reported changed since this replica's step before of the same attempt; host: since any walk of this replica, because every builder and critic runs on this host (docker-compose sets it); off: it lstat's every file at every step (for workspaces other hosts write into while a session runs)"`
 	// Shell runs commands as Shell -c COMMAND.
 	Shell string `ignored:"true"`
 	// Env holds extra KEY=VALUE entries for run, on top of the small
@@ -70,7 +70,7 @@ func (o Options) Validate() error {
 		settings.Check(o.ShellTimeout > 0, "ShellTimeout", o.ShellTimeout, "must be positive"),
 		settings.Check(o.OutputCap >= 1, "OutputCap", o.OutputCap, "must be at least 1"),
 		settings.Check(o.HashCacheFiles >= 1, "HashCacheFiles", o.HashCacheFiles, "must be at least 1"),
-		settings.Check(o.HashWatch == "on" || o.HashWatch == "off", "HashWatch", o.HashWatch, "not on or off"),
+		settings.Check(o.HashWatch == "on" || o.HashWatch == "host" || o.HashWatch == "off", "HashWatch", o.HashWatch, "not on, host or off"),
 	)
 }
 

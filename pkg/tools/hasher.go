@@ -57,8 +57,10 @@ type Hasher struct {
 	files int                      // cached files across roots
 
 	// watch, when set (WatchChanges), tells which directories changed
-	// between two walks of a root (hashwatch.go).
+	// between two walks of a root (hashwatch.go); host: it sees every
+	// writer (TrustHost).
 	watch *watcher
+	host  bool
 
 	// reads counts files whose content was read, lists directories whose
 	// entries were read, stats directories whose entries were lstat'ed, for
@@ -158,12 +160,12 @@ func (h *Hasher) HashSince(root, from, to string) (string, error) {
 	}
 	rc := h.cache(real)
 	rc.mu.Lock()
-	digest, err := h.walk(rc, from != "" && rc.tag == from && rc.digest != "")
+	digest, err := h.walk(rc, from != "" && rc.tag == from && rc.digest != "", false)
 	if errors.Is(err, errRewalk) {
 		// What the first walk updated stays (it is what it read), but the
 		// file list and digest are made again whatever the second finds.
 		rc.stale = true
-		digest, err = h.walk(rc, false)
+		digest, err = h.walk(rc, false, true)
 	}
 	if err != nil {
 		// A failed walk leaves entries of this generation half-updated;
@@ -261,14 +263,16 @@ var errRewalk = errors.New("a directory without events is gone: walk everything"
 
 // walk brings rc up to date with the tree and returns its digest. It holds
 // rc.mu. since: the caller vouches that this walk follows rc's last one
-// with only this host's changes in between (HashSince).
-func (h *Hasher) walk(rc *rootCache, since bool) (string, error) {
+// with only this host's changes in between (HashSince); whole: lstat
+// everything, whatever the watcher says.
+func (h *Hasher) walk(rc *rootCache, since, whole bool) (string, error) {
 	if rc.dirs == nil {
 		rc.dirs = map[string]*dirCache{}
 	}
 	rc.gen++
 	h.mu.Lock()
 	watch := h.watch // one watcher for the whole walk, even if Close comes
+	since = (since || (h.host && rc.digest != "")) && !whole
 	h.mu.Unlock()
 	w := walker{h: h, rc: rc, since: h.now().Add(-racyMargin).UnixNano(), watch: watch,
 		s: &walkShared{slots: make(chan struct{}, walkWorkers()-1)}}

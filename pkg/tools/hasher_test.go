@@ -225,6 +225,7 @@ func TestHasherMatchesHash(t *testing.T) {
 	}{
 		{"fresh files", 0, 0, false}, {"old files", time.Hour, 20 * time.Millisecond, false},
 		{"watched/fresh files", 0, 0, true}, {"watched/old files", time.Hour, 20 * time.Millisecond, true},
+		{"watched, this host/old files", time.Hour, 20 * time.Millisecond, true},
 	} {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("%s/seed%d", mode.name, seed), func(t *testing.T) {
@@ -232,7 +233,13 @@ func TestHasherMatchesHash(t *testing.T) {
 				tr := newRandomTree(t, seed, 40)
 				h := NewHasher(1 << 20)
 				h.now = func() time.Time { return time.Now().Add(mode.ahead) }
-				mustHasher := newHashing(t, h, mode.watch).next
+				hashing := newHashing(t, h, mode.watch)
+				if strings.Contains(mode.name, "this host") {
+					// Every walk trusts the watcher, whatever the tags.
+					h.TrustHost()
+					hashing.unrelated = true
+				}
+				mustHasher := hashing.next
 				prev := mustHasher(t, h, tr.root)
 				if want := mustHash(t, tr.root); prev != want {
 					t.Fatalf("first walk: Hasher %s, Hash %s", prev, want)
@@ -361,6 +368,11 @@ func TestHasherWatchedLstatsOnlyWhatChanged(t *testing.T) {
 	check("one file came in it", "3", "4", 1, 1)
 	check("nothing changed since", "4", "5", 0, 0)
 	check("a walk that does not follow the last", "3", "6", dirs(tr.root), 0)
+	h.TrustHost()
+	check("this host trusted: a walk that does not follow the last", "3", "6b", 0, 0)
+	h.mu.Lock()
+	h.host = false
+	h.mu.Unlock()
 	watch.mu.Lock()
 	watch.lost()
 	watch.mu.Unlock()
@@ -544,6 +556,8 @@ func TestHasherErrors(t *testing.T) {
 type hashing struct {
 	step  int
 	watch bool
+	// unrelated: each walk's tags follow no earlier walk.
+	unrelated bool
 }
 
 func newHashing(t *testing.T, h *Hasher, watch bool) *hashing {
@@ -563,7 +577,11 @@ func (s *hashing) next(t *testing.T, h *Hasher, root string) string {
 		return mustHasher(t, h, root)
 	}
 	s.step++
-	d, err := h.HashSince(root, fmt.Sprint(s.step-1), fmt.Sprint(s.step))
+	from := fmt.Sprint(s.step - 1)
+	if s.unrelated {
+		from = "elsewhere"
+	}
+	d, err := h.HashSince(root, from, fmt.Sprint(s.step))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@ package tools
 //   - a walk that cannot vouch that the walk before saw the same workspace
 //     (the builder's tag of the previous step differs: the session moved
 //     between replicas, or a review ran commands since) walks everything,
-//     as does the first walk of a root, and every walk after the kernel's
-//     queue overflowed;
+//     unless every writer runs on this kernel (TrustHost), as does the
+//     first walk of a root, and every walk after the kernel's queue
+//     overflowed;
 //   - a directory with a hard-linked file (a write through another link is
 //     reported to the other link's directory only) or a file too recent for
 //     its stat data (racyMargin) is lstat'ed on every walk;
@@ -106,6 +107,18 @@ func (h *Hasher) WatchChanges() error {
 	h.watch = w
 	h.mu.Unlock()
 	return nil
+}
+
+// TrustHost tells h that every process that writes into its workspaces
+// runs on this host's kernel (one Docker host, say: the builders and the
+// critics in containers of one engine): the watcher sees all their writes,
+// so any walk of a root walked before lstat's only what the kernel reported
+// changed, whatever the tags (HashSince), and the first step after a review
+// or on another replica of this host is as cheap as any.
+func (h *Hasher) TrustHost() {
+	h.mu.Lock()
+	h.host = true
+	h.mu.Unlock()
 }
 
 // Close stops watching (WatchChanges): the watches go, and walks lstat

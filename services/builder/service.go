@@ -158,9 +158,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.d.Sandbox == nil {
 		return errNoSandbox
 	}
-	if s.d.Config.HashWatch == "on" {
+	if s.d.Config.HashWatch != "off" {
 		if err := s.hasher.WatchChanges(); err != nil {
 			s.d.Log.Warn("the workspace check lstat's every file at every step: watching for changes is not possible here", zap.Error(err))
+		} else if s.d.Config.HashWatch == "host" {
+			s.hasher.TrustHost()
 		}
 		defer s.hasher.Close()
 	}

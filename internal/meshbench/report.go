@@ -166,15 +166,16 @@ detector's analysis), by the times the two events carry.
 One session of %d tasks of %d steps, every step but the last of a task running one command in the
 sandbox (`+"`echo N > out.txt`"+`), on a one-file workspace and on one of %d files (small files in
 nested directories, older than the check's racy margin), %d sessions of each, alternating; medians of the steps
-that ran a command, in ms. A task's first step follows a review (the critic's verify command may have
-written, on another host too), so the check lstat's every file then; the later steps lstat only the
-directories the kernel (inotify) reported changed (`+"`RALPH_BUILDER_HASH_WATCH`"+`).
+that ran a command, in ms, with `+"`RALPH_BUILDER_HASH_WATCH=%s`"+`. A task's first step follows a review
+(the critic's verify command may have written, on another host too), so with `+"`on`"+` the check lstat's
+every file then, and with `+"`host`"+` (every builder and critic on this host) only what the kernel
+(inotify) reported changed, as at the later steps.
 
 | steps | one-file workspace | %d files | difference |
 |---|---:|---:|---:|
 | a task's first step | %.2f | %.2f | %+.2f |
 | its later steps | %.2f | %.2f | %+.2f |
-`, wsTasks, wsSteps, w.Files, wsRounds, w.Files,
+`, wsTasks, wsSteps, w.Files, wsRounds, w.Watch, w.Files,
 			ms(w.Empty.First), ms(w.Large.First), ms(w.ExtraFirst()), ms(w.Empty.Later), ms(w.Large.Later), ms(w.Extra()))
 	}
 	if ts := rep.Targets(); len(ts) > 0 {

@@ -117,7 +117,7 @@ func TestRunPrintsOneLinePerN(t *testing.T) {
 	if w.Files != 300 || w.Empty.N != 2*4*5 || w.Large.N != 2*4*5 || w.Empty.First <= 0 || w.Large.Later <= 0 {
 		t.Errorf("workspace check %+v: want 300 files, 40 command steps measured on each workspace (2 sessions of 4 tasks of 5)", *w)
 	}
-	if !strings.Contains(out.String(), "workspace check: one command per step") {
+	if !strings.Contains(out.String(), "workspace check (RALPH_BUILDER_HASH_WATCH=on): one command per step") {
 		t.Errorf("the workspace check was not printed:\n%s", out.String())
 	}
 	var md bytes.Buffer

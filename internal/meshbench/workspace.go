@@ -53,6 +53,8 @@ func wsScript() string {
 // WorkspaceResult is the workspace check's figures.
 type WorkspaceResult struct {
 	Files int
+	// Watch is RALPH_BUILDER_HASH_WATCH of the run.
+	Watch string
 	// Empty and Large are the step times on the empty workspace and the big
 	// one: the first step of each task, which walks everything (a review
 	// ran before it), and the later steps that ran a command.
@@ -122,7 +124,7 @@ func runWorkspace(ctx context.Context, o Options, srv *servers, dir string, file
 			*ws.into = append(*ws.into, steps...)
 		}
 	}
-	return WorkspaceResult{Files: files, Empty: summarize(emptySteps), Large: summarize(largeSteps)}, nil
+	return WorkspaceResult{Files: files, Watch: cfg.Builder.HashWatch, Empty: summarize(emptySteps), Large: summarize(largeSteps)}, nil
 }
 
 // makeLargeWorkspace writes files small files in nested directories, as in
@@ -289,10 +291,10 @@ func (w *wsWatch) result() ([]wsStep, error) {
 
 // WriteText prints w for people.
 func (w WorkspaceResult) WriteText(out io.Writer) error {
-	_, err := fmt.Fprintf(out, `workspace check: one command per step, a one-file workspace against %d files (medians of %d and %d steps)
-  a task's first step   %.2f ms against %.2f ms: %+.2f ms (every file lstat'ed: a review came before)
+	_, err := fmt.Fprintf(out, `workspace check (RALPH_BUILDER_HASH_WATCH=%s): one command per step, a one-file workspace against %d files (medians of %d and %d steps)
+  a task's first step   %.2f ms against %.2f ms: %+.2f ms (a review came before)
   its later steps       %.2f ms against %.2f ms: %+.2f ms
-`, w.Files, w.Empty.N, w.Large.N, ms(w.Large.First), ms(w.Empty.First), ms(w.ExtraFirst()),
+`, w.Watch, w.Files, w.Empty.N, w.Large.N, ms(w.Large.First), ms(w.Empty.First), ms(w.ExtraFirst()),
 		ms(w.Large.Later), ms(w.Empty.Later), ms(w.Extra()))
 	return err
 }

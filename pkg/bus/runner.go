@@ -419,12 +419,14 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 // chain is what the runner calls for each event of a consumer: h inside
 // RideOut (so an outage is waited out before h's own give-up policy sees
-// it as its last word), inside the service's middlewares, inside the
-// runner's Heartbeat (which also covers the time the middlewares take and
-// keeps the event while an outage is ridden out), inside the Recoverer
-// (which also catches a panicking middleware).
+// it as its last word), inside the service's middlewares, inside
+// OneAtATime (a redelivery waits for the handling at work on the same
+// event), inside the runner's Heartbeat (which also covers the time the
+// middlewares take, keeps the event while an outage is ridden out and keeps
+// a waiting redelivery), inside the Recoverer (which also catches a
+// panicking middleware).
 func chain(h Handler, o RunOptions, log *zap.Logger) Handler {
-	m := append([]Middleware{Recoverer, Heartbeat}, o.Middlewares...)
+	m := append([]Middleware{Recoverer, Heartbeat, OneAtATime()}, o.Middlewares...)
 	m = append(m, RideOut(o.OutageBudget, o.BackoffBase, o.BackoffMax, log))
 	return Chain(h, m...)
 }

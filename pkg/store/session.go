@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
@@ -116,6 +117,10 @@ type Head struct {
 	Task *TaskView `json:"task,omitempty"`
 	// TaskIDs are the ids of every task of the session, in order.
 	TaskIDs []string `json:"task_ids"`
+	// Version is the version of the state the head was stored with: the
+	// store reads a head only when it is the state's own, and hands it on
+	// with 0 here.
+	Version int64 `json:"version,omitempty"`
 }
 
 // Headed is a state that says its head: SaveState and Commit write it
@@ -186,16 +191,19 @@ func (s *Store) head(ctx context.Context, session string) (Head, error) {
 	if res[0] == nil {
 		return Head{}, fmt.Errorf("load session %s: %w", session, ErrNotFound)
 	}
-	raw, ok := res[1].(string)
-	if !ok {
-		v, err := s.Session(ctx, session)
-		return v.Head(), err
-	}
 	var h Head
-	if err := json.Unmarshal([]byte(raw), &h); err != nil {
-		return Head{}, fmt.Errorf("load session %s: decode head: %w", session, err)
+	if raw, ok := res[1].(string); ok {
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			return Head{}, fmt.Errorf("load session %s: decode head: %w", session, err)
+		}
+		if strconv.FormatInt(h.Version, 10) == res[0] {
+			h.Version = 0
+			return h, nil
+		}
 	}
-	return h, nil
+	// No head, or one older than the state: the state, read whole.
+	v, err := s.Session(ctx, session)
+	return v.Head(), err
 }
 
 // Ignorable reports whether err from Awaiting means the event is not for a

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -134,6 +135,20 @@ func TestAwaitingReadsTheHeadStoredWithTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after Commit", "T1")
+
+	// A builder of an earlier release (a rolling upgrade) saves the state
+	// without touching the head: the head left behind is older than the
+	// state, and the state is read whole.
+	st.Step = 9
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, e.prefix+":{s1}:state", "version", ver+2, "data", data).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("after a save that left the head behind", "T1")
+	ver++
 
 	view, err := e.st.Session(ctx, "s1")
 	if err != nil {

@@ -170,7 +170,7 @@ type Committed struct {
 // was read at c.Expect (the units were appended all the same: their ids
 // make a redelivered step's append change nothing).
 func (s *Store) Commit(ctx context.Context, c Commit) (Committed, error) {
-	data, head, err := encodeState(c.State)
+	data, head, err := encodeState(c.State, c.Expect+1)
 	if err != nil {
 		return Committed{}, fmt.Errorf("save session %s: %w", c.Session, err)
 	}

@@ -92,14 +92,19 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return nv
 `)
 
-// encodeState is a state as stored: its JSON, and its head's when it has
-// one (Headed), else "" (no head is stored: readers read the state).
-func encodeState(v any) (data, head []byte, err error) {
+// encodeState is a state as stored at version ver: its JSON, and its
+// head's when it has one (Headed), else "" (no head is stored: readers read
+// the state). The head carries ver, so that a head a writer without heads
+// left behind (a builder of an earlier release, during a rolling upgrade)
+// is known for older than the state.
+func encodeState(v any, ver int64) (data, head []byte, err error) {
 	if data, err = json.Marshal(v); err != nil {
 		return nil, nil, fmt.Errorf("encode state: %w", err)
 	}
 	if h, ok := v.(Headed); ok {
-		if head, err = json.Marshal(h.SessionHead()); err != nil {
+		hd := h.SessionHead()
+		hd.Version = ver
+		if head, err = json.Marshal(hd); err != nil {
 			return nil, nil, fmt.Errorf("encode head: %w", err)
 		}
 	}
@@ -128,7 +133,7 @@ func (s *Store) LoadState(ctx context.Context, session string, v any) (int64, er
 // SaveState writes v if the stored version is still expect (0 for a new
 // session) and returns the new version; ErrConflict otherwise.
 func (s *Store) SaveState(ctx context.Context, session string, expect int64, v any) (int64, error) {
-	data, head, err := encodeState(v)
+	data, head, err := encodeState(v, expect+1)
 	if err != nil {
 		return 0, fmt.Errorf("save session %s: %w", session, err)
 	}

@@ -5,36 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
-	"github.com/ralphmesh/ralph/internal/meshtest"
-	"github.com/ralphmesh/ralph/pkg/bus"
+	"github.com/ralphmesh/ralph/internal/servicetest"
 	"github.com/ralphmesh/ralph/pkg/events"
 	"github.com/ralphmesh/ralph/pkg/prd"
 	"github.com/ralphmesh/ralph/pkg/store"
 )
-
-// published records what the critic publishes.
-type published struct {
-	mu   sync.Mutex
-	envs []events.Envelope
-}
-
-func (p *published) Publish(_ context.Context, env events.Envelope) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.envs = append(p.envs, env)
-	return nil
-}
-
-func (p *published) Run(context.Context, string, map[events.Type]bus.Handler, bus.RunOptions) error {
-	return nil
-}
 
 // approving is a critic model that approves everything.
 type approving struct{}
@@ -46,22 +27,17 @@ func (approving) Chat(context.Context, string, openai.ChatCompletionRequest) (op
 
 // reviewing stores a session reviewing task T1 at step, whose verify
 // command is verify, and returns the critic and its request.
-func reviewing(t *testing.T, step int, verify string) (*Service, *store.Store, *published, events.Envelope) {
+func reviewing(t *testing.T, step int, verify string) (*Service, *store.Store, *servicetest.RecordingBus, events.Envelope) {
 	t.Helper()
 	ctx := context.Background()
-	rdb, err := store.Connect(ctx, meshtest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := store.New(rdb, meshtest.Prefix(t), time.Hour)
+	st := servicetest.Store(t)
 	task := prd.Task{ID: "T1", Title: "t", AcceptanceCriteria: []string{"c"}, Verify: verify}
 	view := store.SessionView{Session: "s1", Workspace: t.TempDir(), Current: 0, Phase: store.PhaseReviewing, Step: step,
 		Tasks: []store.TaskView{{Task: task, Status: "review", Attempts: 1}}}
 	if _, err := st.SaveState(ctx, "s1", 0, view); err != nil {
 		t.Fatal(err)
 	}
-	pub := &published{}
+	pub := &servicetest.RecordingBus{}
 	svc := New(Deps{Bus: pub, Store: st, Model: approving{}, Log: zap.NewNop()})
 	env := events.Must(events.CritiqueRequested, "s1", "T1", step, time.Now(),
 		events.CritiqueRequestedData{Task: task, Workspace: view.Workspace, Attempt: 1})
@@ -86,10 +62,10 @@ func TestVerifyRunsOncePerRequest(t *testing.T) {
 	if n := strings.Count(string(runs), "run"); n != 1 {
 		t.Errorf("the verify command ran %d times for one request, want 1", n)
 	}
-	if len(pub.envs) != 2 || pub.envs[0].ID != pub.envs[1].ID || string(pub.envs[0].Data) != string(pub.envs[1].Data) {
-		t.Fatalf("published %v, want the same critique.completed twice (the bus drops the copy)", pub.envs)
+	if len(pub.Published()) != 2 || pub.Published()[0].ID != pub.Published()[1].ID || string(pub.Published()[0].Data) != string(pub.Published()[1].Data) {
+		t.Fatalf("published %v, want the same critique.completed twice (the bus drops the copy)", pub.Published())
 	}
-	d, err := events.DecodeAs[events.CritiqueCompletedData](pub.envs[0])
+	d, err := events.DecodeAs[events.CritiqueCompletedData](pub.Published()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +89,10 @@ func TestInterruptedVerifyIsNotRunAgain(t *testing.T) {
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the interrupted verify command ran again (%v)", err)
 	}
-	if len(pub.envs) != 1 {
-		t.Fatalf("published %d events, want 1", len(pub.envs))
+	if len(pub.Published()) != 1 {
+		t.Fatalf("published %d events, want 1", len(pub.Published()))
 	}
-	d, err := events.DecodeAs[events.CritiqueCompletedData](pub.envs[0])
+	d, err := events.DecodeAs[events.CritiqueCompletedData](pub.Published()[0])
 	if err != nil {
 		t.Fatal(err)
 	}

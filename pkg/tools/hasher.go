@@ -286,8 +286,7 @@ func (h *Hasher) walk(rc *rootCache, since, whole bool) (string, error) {
 	if w.s.err != nil {
 		return "", w.s.err
 	}
-	w.structure = w.structure || w.s.structure
-	w.content = w.content || w.s.content
+	structure, content := w.s.structure.Load(), w.s.content.Load()
 	// What is no longer there: directories and files this walk did not see.
 	for rel, d := range rc.dirs {
 		if d.gen != rc.gen {
@@ -295,20 +294,20 @@ func (h *Hasher) walk(rc *rootCache, since, whole bool) (string, error) {
 			if watch != nil {
 				watch.forget(rc, rel)
 			}
-			w.structure = true
+			structure = true
 			continue
 		}
 		for name, f := range d.files {
 			if f.gen != rc.gen {
 				delete(d.files, name)
-				w.structure = true
+				structure = true
 			}
 		}
 	}
 	if rc.stale {
-		w.structure, rc.stale = true, false
+		structure, rc.stale = true, false
 	}
-	if w.structure {
+	if structure {
 		rc.order = rc.order[:0]
 		for _, d := range rc.dirs {
 			for _, f := range d.files {
@@ -316,7 +315,7 @@ func (h *Hasher) walk(rc *rootCache, since, whole bool) (string, error) {
 			}
 		}
 		slices.SortFunc(rc.order, func(a, b *fileEntry) int { return strings.Compare(a.rel, b.rel) })
-	} else if !w.content && rc.digest != "" {
+	} else if !content && rc.digest != "" {
 		return rc.digest, nil
 	}
 	// The record stream of Hash, byte for byte.
@@ -344,13 +343,13 @@ func walkWorkers() int { return min(8, max(1, runtime.GOMAXPROCS(0))) }
 // the one goroutine that walks it), the free worker slots, and what they
 // found.
 type walkShared struct {
-	mu     sync.Mutex // guards rc.dirs, err and the flags
+	mu     sync.Mutex // guards rc.dirs and err
 	slots  chan struct{}
 	wg     sync.WaitGroup
 	failed atomic.Bool
 	err    error
-	// structure and content: as walker's, of the goroutines done.
-	structure, content bool
+	// structure: a file came or went; content: a cached digest changed.
+	structure, content atomic.Bool
 }
 
 // errStopped: another goroutine of the walk failed; this one gave up.
@@ -389,8 +388,6 @@ type walker struct {
 	file  hash.Hash // of one file's content
 	since int64     // stat times at or after this are racy
 	st    unix.Stat_t
-	// structure: a file came or went; content: a cached digest changed.
-	structure, content bool
 	// watch is the Hasher's watcher when the walk began (nil: none);
 	// trusted: its word counts for this walk, and dirty are the directories
 	// it reported changed.
@@ -450,10 +447,6 @@ func (w *walker) enter(parentfd int, rel, name string) error {
 				err := sub.visit(fd, rel)
 				<-w.s.slots
 				w.s.fail(err)
-				w.s.mu.Lock()
-				w.s.structure = w.s.structure || sub.structure
-				w.s.content = w.s.content || sub.content
-				w.s.mu.Unlock()
 			}()
 			return nil
 		default:
@@ -563,7 +556,7 @@ func (w *walker) file1(dc *dirCache, fd int, rel, name string) error {
 	if e == nil {
 		e = &fileEntry{rel: join(rel, name)}
 		dc.files[name] = e
-		w.structure = true
+		w.s.structure.Store(true)
 	}
 	e.gen = w.rc.gen
 	if e.valid && !e.racy && e.stat == st {
@@ -574,7 +567,7 @@ func (w *walker) file1(dc *dirCache, fd int, rel, name string) error {
 		return fmt.Errorf("file %s: %w", e.rel, err)
 	}
 	if !e.valid || sum != e.sum {
-		w.content = true
+		w.s.content.Store(true)
 	}
 	e.sum, e.stat, e.valid = sum, st, true
 	e.racy = w.racy(st)

@@ -60,7 +60,10 @@ func TestShutdownLinesAndProbes(t *testing.T) {
 	defer close(release)
 	cfg.LLM.BaseURL = llm.URL + "/v1"
 	cfg.LLM.MaxRetries = 0
-	cfg.Stream.DrainTimeout = 0 // no grace: the step is interrupted at once
+	// A short grace, so the step is still in hand when the stop is logged
+	// (with none, the handler could unwind before the "stopping" line
+	// counts it), and then interrupted: the model never answers.
+	cfg.Stream.DrainTimeout = 3 * time.Second
 	// Long enough that the step is not redelivered while it hangs (on a
 	// loaded machine a late heartbeat would let JetStream hand it to the
 	// same replica again, and two would be in flight).

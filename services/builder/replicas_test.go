@@ -162,14 +162,16 @@ rules:
 // A step costs the builder at most four Redis round trips, pipelined:
 // the analysis of the step before applied (one commit), then the peek at
 // the versions and the journal, the model's reply journaled with its
-// usage, and the step's commit; a tool call adds its journal entry. The
-// model's usage is not a round trip of its own.
+// usage, and the step's commit; a call of a tool that writes adds its
+// journal entry, a read adds nothing. The model's usage is not a round
+// trip of its own.
 func TestAStepCostsTheBuilderFourRoundTrips(t *testing.T) {
 	script, err := scriptllm.ParseScript([]byte(`
 rules:
   - {model: builder, when: {turn: 1}, reply: {content: "one", tool_calls: [{name: write_file, arguments: {path: a.txt, content: "a"}}]}}
   - {model: builder, when: {turn: 2}, reply: {content: "two", tool_calls: [{name: write_file, arguments: {path: b.txt, content: "b"}}]}}
-  - {model: builder, when: {turn: 3}, reply: {content: "three"}}
+  - {model: builder, when: {turn: 3}, reply: {content: "three", tool_calls: [{name: read_file, arguments: {path: a.txt}}]}}
+  - {model: builder, when: {turn: 4}, reply: {content: "four"}}
 `), ".yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +197,7 @@ rules:
 		t.Fatal(err)
 	}
 	completed(t, rep.m, session, 1)
-	for _, c := range []struct{ step, want int64 }{{2, 4 + 1}, {3, 4}} {
+	for _, c := range []struct{ step, want int64 }{{2, 4 + 1}, {3, 4}, {4, 4}} {
 		step, want := int(c.step), c.want
 		before := rep.trips.Count()
 		analyzed(t, rep.m, session, "C1", step-1)
@@ -208,7 +210,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if usage["builder:calls"] != 3 || usage["builder:input"] == 0 {
-		t.Errorf("usage %v, want the builder's 3 calls counted", usage)
+	if usage["builder:calls"] != 4 || usage["builder:input"] == 0 {
+		t.Errorf("usage %v, want the builder's 4 calls counted", usage)
 	}
 }

@@ -27,6 +27,7 @@ func newBenchMeshCmd() *cobra.Command {
 	var (
 		sessions       []int
 		steps          int
+		taskSteps      int
 		natsServer     string
 		out            string
 		timeout        time.Duration
@@ -34,12 +35,15 @@ func newBenchMeshCmd() *cobra.Command {
 		workspaceFiles int
 	)
 	cmd := &cobra.Command{
-		Use:   "mesh [--sessions 1,10,100,500] [--steps K] [--nats-server PATH] [--out docs/performance.md]",
+		Use:   "mesh [--sessions 1,10,100,500] [--steps K] [--task-steps T] [--nats-server PATH] [--out docs/performance.md]",
 		Short: "Measure one step of the whole mesh against one JetStream server and Redis, for N concurrent sessions",
 		Long: `Run the builder, the critic and the stuck detector in this process against one JetStream server and
 one Redis, with the scripted model answering instantly from a process of its own (this binary's
-` + "`scriptllm serve`" + `), for each N of --sessions concurrent sessions of --steps steps each. For each N print
-iterations/s, the step's p50 and p99 (iteration.requested -> iteration.analyzed), CPU milliseconds per
+` + "`scriptllm serve`" + `), for each N of --sessions concurrent sessions of --steps steps each, in tasks of
+--task-steps steps (1 by default: every step is a task of its own, with its start and its review; with
+T > 1 a task's first T-1 steps each read a file). For each N print
+iterations/s, the step's p50 and p99 (iteration.requested -> iteration.analyzed) and its two parts (up to
+iteration.completed, and from there to iteration.analyzed), CPU milliseconds per
 iteration of each process (this one, nats-server, redis-server, the model), allocations and Redis round
 trips per step, the longest gap between consecutive analyzed steps, and the floor measured on the same
 servers right after (one JetStream publish -> durable consumer -> ack, as many Redis round trips as the
@@ -87,7 +91,7 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 				return err
 			}
 			o := meshbench.Options{
-				Config: cfg, Sessions: sessions, Steps: steps, NATSServer: natsServer, RedisServer: redisServer, Timeout: timeout,
+				Config: cfg, Sessions: sessions, Steps: steps, TaskSteps: taskSteps, NATSServer: natsServer, RedisServer: redisServer, Timeout: timeout,
 				Progress: cmd.OutOrStdout(), Log: log, CPUProfile: cpuProfile, WorkspaceFiles: workspaceFiles,
 				Model: func(script string) *exec.Cmd {
 					return exec.Command(exe, "scriptllm", "serve", "--script", script, "--addr", "127.0.0.1:0")
@@ -119,7 +123,8 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 		},
 	}
 	cmd.Flags().IntSliceVar(&sessions, "sessions", meshbench.DefaultSessions, "numbers of concurrent sessions, one run each (comma-separated)")
-	cmd.Flags().IntVar(&steps, "steps", meshbench.DefaultSteps, "steps each session takes (one task each)")
+	cmd.Flags().IntVar(&steps, "steps", meshbench.DefaultSteps, "steps each session takes")
+	cmd.Flags().IntVar(&taskSteps, "task-steps", 1, fmt.Sprintf("steps each task takes (1 to %d; --steps must be a multiple): all but the last read a file", meshbench.MaxTaskSteps))
 	cmd.Flags().StringVar(&natsServer, "nats-server", "", "nats-server binary to start (default: RALPH_NATS_URL, else nats-server on PATH)")
 	cmd.Flags().StringVar(&out, "out", "", "also write the report as Markdown to this file (docs/performance.md in the repository)")
 	cmd.Flags().IntVar(&workspaceFiles, "workspace-files", meshbench.DefaultWorkspaceFiles, "files of the big workspace the workspace check is measured on, after the sessions (0: skip it)")

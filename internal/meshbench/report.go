@@ -19,7 +19,9 @@ type Report struct {
 	// Command reproduces the run (set by the caller).
 	Command string
 	Steps   int
-	Results []Result
+	// TaskSteps is the steps each task took (Options.TaskSteps, 1 at least).
+	TaskSteps int
+	Results   []Result
 	// Workspace is the workspace check's measurement, nil when skipped.
 	Workspace *WorkspaceResult
 }
@@ -80,13 +82,14 @@ func (r Result) WriteText(w io.Writer) error {
 	_, err := fmt.Fprintf(w, `sessions=%d: %d steps in %.1f s
   iterations/s          %.0f
   step p50 / p99        %.2f ms / %.2f ms (iteration.requested -> iteration.analyzed)
+  step p50, in parts    %.2f ms to iteration.completed (delivery to the builder, its work), %.2f ms more to iteration.analyzed (delivery to the stuck detector, its analysis)
   longest gap           %.0f ms between consecutive analyzed steps
   CPU per iteration     mesh %s, nats-server %s, redis-server %s; model server %s (apart)
   allocations per step  %.0f (this process)
   Redis round trips     %.1f per step (%s)
   floor                 %.2f ms: JetStream publish -> durable consumer -> ack %.2f ms, %d Redis round trips %.2f ms, one HTTP call to the model %.2f ms
 %s
-`, r.Sessions, r.Steps, r.Wall.Seconds(), r.ItsPerS(), ms(r.StepP50), ms(r.StepP99), ms(r.LongestGap),
+`, r.Sessions, r.Steps, r.Wall.Seconds(), r.ItsPerS(), ms(r.StepP50), ms(r.StepP99), ms(r.ToCompleted), ms(r.ToAnalyzed), ms(r.LongestGap),
 		cpu(r.Mesh), cpu(r.NATS), cpu(r.Redis), cpu(r.Model), r.AllocsPerStep, r.RedisPerStep, redisTripsHow,
 		ms(r.Floor.Total), ms(r.Floor.JetStream), r.Floor.RedisTrips, ms(r.Floor.Redis), ms(r.Floor.HTTP), r.Line())
 	return err
@@ -102,11 +105,12 @@ Written by `+"`ralph bench mesh`"+` (internal/meshbench); regenerate it with the
 
 The whole mesh (builder, critic, stuck detector) runs in one process against one JetStream server and
 one Redis, with the scripted model (pkg/scriptllm, `+"`ralph scriptllm serve`"+`) answering instantly from a
-process of its own. Each of N concurrent sessions takes %d steps: one task per step, finished by the
-builder in one model call and approved by the critic; each N runs on a fresh mesh (its own prefix),
-warmed up by one session of %d steps that is not measured. A step is measured from iteration.requested to
-iteration.analyzed (the builder's model call, its tools and state, iteration.completed, the stuck
-detector's analysis), by the times the two events carry.
+process of its own. Each of N concurrent sessions takes %d steps: %s, approved by the critic; each N
+runs on a fresh mesh (its own prefix), warmed up by one session of %d tasks that is not measured. A
+step is measured from iteration.requested to iteration.analyzed (the builder's model call, its tools and
+state, iteration.completed, the stuck detector's analysis), by the times the events carry; **to
+completed** is the part up to iteration.completed (the step's delivery to the builder and its work
+there), **to analyzed** the rest (the delivery to the stuck detector and its analysis), medians.
 
 - **its/s**: steps analyzed per second, from the first session.started to the last step.
 - **CPU ms/it**: CPU time (user + system) per step of each process: the mesh from getrusage, the
@@ -114,8 +118,8 @@ detector's analysis), by the times the two events carry.
   mesh + nats-server + Redis, the issue's target; the model server's own is apart.
 - **allocs/step**: runtime.MemStats.Mallocs of the mesh process over the run, per step.
 - **Redis RT/step**: Redis round trips per step, counted by %s.
-  Every round trip of the mesh over the run is counted: with one task per step, that includes the
-  critic's review and the task's bookkeeping, not only the step's own, and the floor makes as many.
+  Every round trip of the mesh over the run is counted: that includes the critic's review and the
+  task's bookkeeping, not only the step's own, and the floor makes as many.
 - **floor**: measured after each N on the same servers, on connections of its own, %d times: one
   JetStream publish -> durable pull consumer -> confirmed ack, as many sequential Redis round trips
   as the step made (rounded), one HTTP call to the model server; the median of the sum.
@@ -143,7 +147,7 @@ detector's analysis), by the times the two events carry.
 
 | sessions | its/s | step p50 ms | step p99 ms | floor ms | ratio | cpu ms/it | mesh | nats-server | Redis | model | allocs/step | Redis RT/step | longest gap ms |
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-`, rep.Steps, warmupSteps, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), m.Load, rep.Command)
+`, rep.Steps, rep.shape(), warmupTasks, redisTripsHow, floorRounds, m.Cores, m.CPU, m.GoVersion, m.NATSVersion, notMeasured(m.NATSCPU), m.RedisVersion, notMeasured(m.RedisCPU), m.Load, rep.Command)
 	cpu := func(c CPU) string {
 		if !c.Measured {
 			return "–"
@@ -155,9 +159,10 @@ detector's analysis), by the times the two events carry.
 			r.Sessions, r.ItsPerS(), ms(r.StepP50), ms(r.StepP99), ms(r.Floor.Total), r.Ratio(), ms(r.CPUPerIt()),
 			cpu(r.Mesh), cpu(r.NATS), cpu(r.Redis), cpu(r.Model), r.AllocsPerStep, r.RedisPerStep, ms(r.LongestGap))
 	}
-	b.WriteString("\nThe floor, piece by piece (medians, ms):\n\n| sessions | JetStream round trip | Redis round trips | Redis ms | HTTP call |\n|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\nThe step and the floor, piece by piece (medians, ms):\n\n| sessions | step to completed | step to analyzed | JetStream round trip | Redis round trips | Redis ms | HTTP call |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Results {
-		fmt.Fprintf(&b, "| %d | %.2f | %d | %.2f | %.2f |\n", r.Sessions, ms(r.Floor.JetStream), r.Floor.RedisTrips, ms(r.Floor.Redis), ms(r.Floor.HTTP))
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f | %d | %.2f | %.2f |\n", r.Sessions, ms(r.ToCompleted), ms(r.ToAnalyzed),
+			ms(r.Floor.JetStream), r.Floor.RedisTrips, ms(r.Floor.Redis), ms(r.Floor.HTTP))
 	}
 	if w := rep.Workspace; w != nil {
 		fmt.Fprintf(&b, `
@@ -192,6 +197,14 @@ every file then, and with `+"`host`"+` (every builder and critic on this host) o
 	b.WriteString(rep.Chart())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shape says what the sessions' tasks were.
+func (rep Report) shape() string {
+	if rep.TaskSteps <= 1 {
+		return "one task per step, finished by the builder in one model call"
+	}
+	return fmt.Sprintf("tasks of %d steps each, the first %d reading a file of the workspace each (read_file), the last saying the task is done", rep.TaskSteps, rep.TaskSteps-1)
 }
 
 func notMeasured(ok bool) string {

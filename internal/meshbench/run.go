@@ -45,7 +45,8 @@ var Services = []string{builder.Name, critic.Name, stuckdetector.Name}
 
 // Script is the scripted model's script: the builder finishes its task in
 // one step, the critic approves it. Every step is the same step, with no
-// stuck signal and no command to run.
+// stuck signal and no command to run. (With --task-steps K, taskScript's
+// rules come first: a task's first K-1 steps each read a file.)
 const Script = `rules:
   - {name: builder, model: builder, reply: {content: "Done: nothing was needed."}}
   - {name: critic, model: critic, reply: {content: '{"approved": true, "feedback": "ok"}'}}
@@ -58,8 +59,12 @@ type Options struct {
 	Config config.Config
 	// Sessions are the numbers of concurrent sessions, one run each.
 	Sessions []int
-	// Steps is the steps (one task each) every session takes.
+	// Steps is the steps every session takes.
 	Steps int
+	// TaskSteps is the steps each task takes (0 or 1: one): the first
+	// TaskSteps-1 each read a file of the workspace, the last says the
+	// task is done and the critic reviews it. Steps/TaskSteps tasks.
+	TaskSteps int
 	// NATSServer is a nats-server binary to start; empty: the NATS at
 	// Config.NATS.URL.
 	NATSServer string
@@ -94,8 +99,15 @@ func (o Options) Validate() error {
 			return fmt.Errorf("--sessions %d: must be between 1 and %d", n, MaxSessions)
 		}
 	}
-	if most := MaxSteps(o.Config); o.Steps < 1 || o.Steps > most {
-		return fmt.Errorf("--steps %d: must be between 1 and %d (a session's PRD has one task per step: RALPH_PRD_MAX_TASKS and RALPH_BUILDER_MAX_ITERATIONS bound it)", o.Steps, most)
+	k := o.taskSteps()
+	if most := min(o.Config.Builder.MaxTurnsPerTask, MaxTaskSteps); k < 1 || k > most {
+		return fmt.Errorf("--task-steps %d: must be between 1 and %d (RALPH_BUILDER_MAX_TURNS_PER_TASK bounds it, and the benchmark at %d)", o.TaskSteps, most, MaxTaskSteps)
+	}
+	if most := MaxSteps(o.Config, k); o.Steps < 1 || o.Steps > most {
+		return fmt.Errorf("--steps %d: must be between 1 and %d (a session's PRD has one task per %d steps: RALPH_PRD_MAX_TASKS and RALPH_BUILDER_MAX_ITERATIONS bound it)", o.Steps, most, k)
+	}
+	if o.Steps%k != 0 {
+		return fmt.Errorf("--steps %d: must be a multiple of --task-steps %d (every task takes as many steps)", o.Steps, k)
 	}
 	if o.WorkspaceFiles < 0 || o.WorkspaceFiles > MaxWorkspaceFiles {
 		return fmt.Errorf("--workspace-files %d: must be between 0 (skip) and %d", o.WorkspaceFiles, MaxWorkspaceFiles)
@@ -119,9 +131,22 @@ const MaxWorkspaceFiles = 1_000_000
 // hundred bytes of state in Redis per step.
 const MaxSessions = 5000
 
-// MaxSteps is the most steps a session may take under cfg.
-func MaxSteps(cfg config.Config) int {
-	return min(cfg.PRD.MaxTasks, cfg.Builder.MaxIterations)
+// MaxSteps is the most steps a session may take under cfg, in tasks of
+// taskSteps steps.
+func MaxSteps(cfg config.Config, taskSteps int) int {
+	return min(cfg.PRD.MaxTasks*taskSteps, cfg.Builder.MaxIterations)
+}
+
+// MaxTaskSteps bounds --task-steps: beyond the stuck detector's window,
+// a task that only reads would be judged as one that makes no progress.
+const MaxTaskSteps = 8
+
+// taskSteps is o.TaskSteps, 1 when unset.
+func (o Options) taskSteps() int {
+	if o.TaskSteps == 0 {
+		return 1
+	}
+	return o.TaskSteps
 }
 
 // servers are the JetStream server, Redis and the model the runs share.
@@ -162,7 +187,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Machine: machine(srv, load), Steps: o.Steps}
+	rep := Report{Machine: machine(srv, load), Steps: o.Steps, TaskSteps: o.taskSteps()}
 	for _, n := range o.Sessions {
 		r, err := runSessions(ctx, o, srv, dir, n)
 		if err != nil {
@@ -210,7 +235,7 @@ func startServers(ctx context.Context, o Options, dir string) (*servers, error) 
 		s.redisURL = url
 	}
 	script := filepath.Join(dir, "model.yaml")
-	if err := os.WriteFile(script, []byte("rules:\n"+wsScript()+strings.TrimPrefix(Script, "rules:\n")), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte("rules:\n"+wsScript()+taskScript(o.taskSteps())+strings.TrimPrefix(Script, "rules:\n")), 0o600); err != nil {
 		return s, fmt.Errorf("write the model's script: %w", err)
 	}
 	c, url, err := startChild(ctx, "model server", o.Model(script), modelListening)
@@ -249,12 +274,17 @@ func startServers(ctx context.Context, o Options, dir string) (*servers, error) 
 
 // Result is one N's figures.
 type Result struct {
-	Sessions   int
-	Steps      int // steps measured (iteration.analyzed seen)
-	Wall       time.Duration
-	StepP50    time.Duration
-	StepP99    time.Duration
-	LongestGap time.Duration
+	Sessions int
+	Steps    int // steps measured (iteration.analyzed seen)
+	Wall     time.Duration
+	StepP50  time.Duration
+	StepP99  time.Duration
+	// ToCompleted and ToAnalyzed are the step's median split in two:
+	// iteration.requested to iteration.completed (the delivery to the
+	// builder and its work), iteration.completed to iteration.analyzed
+	// (the delivery to the stuck detector and its analysis).
+	ToCompleted, ToAnalyzed time.Duration
+	LongestGap              time.Duration
 	// CPU per iteration of each process; a process whose CPU could not be
 	// read (a server not on this host) has Measured false.
 	Mesh, NATS, Redis, Model CPU
@@ -370,7 +400,7 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 		if err != nil {
 			return nil, err
 		}
-		starts, err := sessionStarts(dir, name, sessions, steps)
+		starts, err := sessionStarts(dir, name, sessions, steps, o.taskSteps())
 		if err == nil {
 			err = begin()
 		}
@@ -398,7 +428,7 @@ func runSessions(ctx context.Context, o Options, srv *servers, dir string, n int
 	}
 	// A first session warms the mesh up (connections, caches, the
 	// runtime's pools) so that the figures are those of a mesh at work.
-	warm, err := play(cfg.Prefix+"-warmup", 1, warmupSteps, func() error { return nil })
+	warm, err := play(cfg.Prefix+"-warmup", 1, warmupTasks*o.taskSteps(), func() error { return nil })
 	if err != nil {
 		return Result{}, fmt.Errorf("warm-up session: %w", err)
 	}
@@ -464,16 +494,41 @@ func benchConfig(base config.Config, srv *servers) config.Config {
 	return cfg
 }
 
-// warmupSteps is the steps of the session that warms a mesh up before it
+// warmupTasks is the tasks of the session that warms a mesh up before it
 // is measured.
-const warmupSteps = 5
+const warmupTasks = 5
+
+// taskTitle marks the tasks of more than one step, which taskScript
+// answers.
+const taskTitle = "bench task of several steps"
+
+// taskFile is the file a task's step turn reads.
+func taskFile(turn int) string { return fmt.Sprintf("notes-%d.txt", turn) }
+
+// taskScript is the builder's part of the script for tasks of taskSteps
+// steps: turns 1 to taskSteps-1 each read a file of their own (work that
+// explores, healthy to the stuck detector), then Script's rule says the
+// task is done. It comes before Script's rules.
+func taskScript(taskSteps int) string {
+	var b strings.Builder
+	for turn := 1; turn < taskSteps; turn++ {
+		fmt.Fprintf(&b, "  - {name: task-%d, model: builder, when: {turn: %d, first_user_contains: %q}, reply: {content: \"reading %s\", tool_calls: [{name: read_file, arguments: {path: %q}}]}}\n",
+			turn, turn, taskTitle, taskFile(turn), taskFile(turn))
+	}
+	return b.String()
+}
 
 // sessionStarts are n session.started events, sessions name-0 to name-<n-1>,
-// each with steps tasks and an empty workspace of its own.
-func sessionStarts(dir, name string, n, steps int) ([]events.Envelope, error) {
+// each with steps/taskSteps tasks and a workspace of its own, which holds
+// the files the tasks' steps read when they take more than one.
+func sessionStarts(dir, name string, n, steps, taskSteps int) ([]events.Envelope, error) {
 	p := prd.PRD{Title: "bench"}
-	for i := range steps {
-		p.Tasks = append(p.Tasks, prd.Task{ID: fmt.Sprintf("T%d", i+1), Title: fmt.Sprintf("task %d", i+1), AcceptanceCriteria: []string{"done"}})
+	title := "task %d"
+	if taskSteps > 1 {
+		title = taskTitle + " %d"
+	}
+	for i := range steps / taskSteps {
+		p.Tasks = append(p.Tasks, prd.Task{ID: fmt.Sprintf("T%d", i+1), Title: fmt.Sprintf(title, i+1), AcceptanceCriteria: []string{"done"}})
 	}
 	out := make([]events.Envelope, 0, n)
 	for i := range n {
@@ -481,6 +536,11 @@ func sessionStarts(dir, name string, n, steps int) ([]events.Envelope, error) {
 		ws := filepath.Join(dir, "workspaces", session)
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		for turn := 1; turn < taskSteps; turn++ {
+			if err := os.WriteFile(filepath.Join(ws, taskFile(turn)), fmt.Appendf(nil, "notes for step %d of a task\n", turn), 0o644); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
 		}
 		env, err := events.New(events.SessionStarted, session, "", 0, time.Now(), events.SessionStartedData{PRD: p, Workspace: ws})
 		if err != nil {
@@ -513,17 +573,20 @@ type stepWatch struct {
 	mu        sync.Mutex
 	sessions  int
 	requested map[string]time.Time // session/step
+	completed map[string]time.Time // session/step
 	steps     []time.Duration
-	analyzed  []time.Time
-	ended     map[string]events.Type
-	failed    []string
-	last      time.Time
+	// toCompleted and toAnalyzed are the steps' two parts.
+	toCompleted, toAnalyzed []time.Duration
+	analyzed                []time.Time
+	ended                   map[string]events.Type
+	failed                  []string
+	last                    time.Time
 }
 
 func watchSteps(nc *nats.Conn, prefix string, sessions int) (*stepWatch, error) {
-	w := &stepWatch{done: make(chan struct{}), sessions: sessions, requested: map[string]time.Time{}, ended: map[string]events.Type{}}
+	w := &stepWatch{done: make(chan struct{}), sessions: sessions, requested: map[string]time.Time{}, completed: map[string]time.Time{}, ended: map[string]events.Type{}}
 	base := prefix + ".s.*.*."
-	for _, subj := range []string{base + string(events.IterationRequested), base + string(events.IterationAnalyzed), base + "session.>"} {
+	for _, subj := range []string{base + string(events.IterationRequested), base + string(events.IterationCompleted), base + string(events.IterationAnalyzed), base + "session.>"} {
 		sub, err := nc.Subscribe(subj, w.handle)
 		if err != nil {
 			w.stop()
@@ -571,8 +634,19 @@ func (w *stepWatch) handle(msg *nats.Msg) {
 		if _, seen := w.requested[key]; !seen {
 			w.requested[key] = f.Time
 		}
+	case f.Type == events.IterationCompleted:
+		if at, ok := w.requested[key]; ok {
+			if _, seen := w.completed[key]; !seen {
+				w.completed[key] = f.Time
+				w.toCompleted = append(w.toCompleted, f.Time.Sub(at))
+			}
+		}
 	case f.Type == events.IterationAnalyzed:
 		if at, ok := w.requested[key]; ok {
+			if c, ok := w.completed[key]; ok {
+				w.toAnalyzed = append(w.toAnalyzed, f.Time.Sub(c))
+				delete(w.completed, key)
+			}
 			w.steps = append(w.steps, f.Time.Sub(at))
 			w.analyzed = append(w.analyzed, f.Time)
 			delete(w.requested, key)
@@ -624,6 +698,7 @@ func (w *stepWatch) result(sessions, steps int) (Result, error) {
 	d := slices.Clone(w.steps)
 	slices.Sort(d)
 	r.StepP50, r.StepP99 = percentile(d, 0.50), percentile(d, 0.99)
+	r.ToCompleted, r.ToAnalyzed = median(w.toCompleted), median(w.toAnalyzed)
 	at := slices.Clone(w.analyzed)
 	slices.SortFunc(at, time.Time.Compare)
 	for i := 1; i < len(at); i++ {

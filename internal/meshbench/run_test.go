@@ -132,6 +132,35 @@ func TestRunPrintsOneLinePerN(t *testing.T) {
 	}
 }
 
+// With --task-steps 3 every task takes three steps, the first two reading
+// a file: a run of 6 steps per session is two tasks each, and every step
+// is measured, in its two parts.
+func TestRunTasksOfSeveralSteps(t *testing.T) {
+	cfg := meshconfig.New(t)
+	o := meshbench.Options{Config: cfg, Sessions: []int{2}, Steps: 6, TaskSteps: 3, Model: testModel, Timeout: 2 * time.Minute}
+	o.Config.NATS.URL = meshtest.NATSURL(t)
+	var out bytes.Buffer
+	o.Progress = &out
+	rep, err := meshbench.Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	r := rep.Results[0]
+	if r.Steps != 12 {
+		t.Errorf("%d steps measured, want 2 sessions x 6", r.Steps)
+	}
+	if r.ToCompleted <= 0 || r.ToAnalyzed <= 0 || r.ToCompleted+r.ToAnalyzed > 2*r.StepP99 {
+		t.Errorf("the step's parts %v and %v: want two positive medians within the step's (p50 %v)", r.ToCompleted, r.ToAnalyzed, r.StepP50)
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "tasks of 3 steps each") {
+		t.Errorf("the Markdown report does not say the tasks took 3 steps:\n%s", md.String())
+	}
+}
+
 func TestValidate(t *testing.T) {
 	cfg := meshconfig.New(t)
 	model := func(string) *exec.Cmd { return exec.Command("true") }

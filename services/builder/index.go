@@ -142,6 +142,10 @@ type paced struct {
 	shape   string
 	pending *sessionindex.Entry
 	timer   *time.Timer
+	// version is the newest state version held or written: an older
+	// entry comes from a commit whose commands ran a later one (a
+	// work-product commit writes its entry first) and is dropped.
+	version int64
 }
 
 // hold reports whether e is to be written now. Otherwise it keeps e as the
@@ -165,6 +169,9 @@ func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval
 		}
 	}
 	ps := p.sessions[key]
+	if ps != nil && e.Version < ps.version {
+		return false
+	}
 	shape := entryShape(e)
 	if ended || p.closed || ps == nil || ps.shape != shape || now.Sub(ps.wrote) >= interval {
 		if ps != nil && ps.timer != nil {
@@ -173,11 +180,11 @@ func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval
 		if ended || p.closed {
 			delete(p.sessions, key)
 		} else {
-			p.sessions[key] = &paced{wrote: now, shape: shape}
+			p.sessions[key] = &paced{wrote: now, shape: shape, version: e.Version}
 		}
 		return true
 	}
-	ps.pending = &e
+	ps.pending, ps.version = &e, e.Version
 	if ps.timer == nil {
 		ps.timer = time.AfterFunc(interval-now.Sub(ps.wrote), func() {
 			p.mu.Lock()

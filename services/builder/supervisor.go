@@ -282,13 +282,26 @@ func (s *Service) commitFrom(ctx context.Context, log *zap.Logger, session strin
 	if next.Done() && next.Reason != "" {
 		log.Warn("session ended", zap.String("phase", string(next.Phase)), zap.String("reason", next.Reason))
 	}
-	if err := s.indexWith(ctx, next, res.Version, res.Usage); err != nil {
+	if next.Done() {
+		// The index says the session ended before the event that says so
+		// is out: whoever follows the events and then reads the index sees
+		// the end there too.
+		s.sessions.forget(session)
+		if err := s.indexWith(ctx, next, res.Version, res.Usage); err != nil {
+			return err
+		}
+		return s.execute(ctx, cmds)
+	}
+	// Otherwise the next step goes first and the index after it: a
+	// session's index entry is bookkeeping for people, and an immediate
+	// one (a new task, a task's status) is a JetStream round trip the step
+	// need not wait for. Should the events fail, the redelivery's track
+	// writes the entry; an entry older than one written by a commit nested
+	// in execute (a work-product commit) is dropped by its version.
+	if err := s.execute(ctx, cmds); err != nil {
 		return err
 	}
-	if next.Done() {
-		s.sessions.forget(session)
-	}
-	return s.execute(ctx, cmds)
+	return s.indexWith(ctx, next, res.Version, res.Usage)
 }
 
 // errStateGone: the state a replica kept is gone from Redis; the handler

@@ -100,6 +100,10 @@ repository's top with --out docs/performance.md). Exit 2: bad flags or no server
 			if timeout <= 0 {
 				return badInput("--timeout %s: must be positive", timeout)
 			}
+			if taskSteps < 1 {
+				// (Options take 0 for one; the flag says it.)
+				return badInput("--task-steps %d: must be between 1 and %d", taskSteps, meshbench.MaxTaskSteps)
+			}
 			if err := o.Validate(); err != nil {
 				return exitError{code: 2, err: err}
 			}

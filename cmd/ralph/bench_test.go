@@ -14,6 +14,9 @@ func TestBenchMeshBadInput(t *testing.T) {
 		{[]string{"--sessions", "ten"}, "--sessions"},
 		{[]string{"--steps", "0"}, "--steps 0: must be between 1 and"},
 		{[]string{"--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"--task-steps", "0"}, "--task-steps 0: must be between 1 and 8"},
+		{[]string{"--task-steps", "9", "--steps", "36"}, "--task-steps 9: must be between 1 and 8"},
+		{[]string{"--task-steps", "3", "--steps", "40"}, "--steps 40: must be a multiple of --task-steps 3"},
 		{[]string{"extra"}, "unknown command"},
 		{[]string{"--nats-server", "/nonexistent/nats-server"}, "--nats-server /nonexistent/nats-server"},
 	} {

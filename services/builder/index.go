@@ -142,10 +142,6 @@ type paced struct {
 	shape   string
 	pending *sessionindex.Entry
 	timer   *time.Timer
-	// version is the newest state version held or written: an older
-	// entry comes from a commit whose commands ran a later one (a
-	// work-product commit writes its entry first) and is dropped.
-	version int64
 }
 
 // hold reports whether e is to be written now. Otherwise it keeps e as the
@@ -169,7 +165,11 @@ func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval
 		}
 	}
 	ps := p.sessions[key]
-	if ps != nil && e.Version < ps.version {
+	if ps != nil && ps.pending != nil && e.Version < ps.pending.Version {
+		// An entry older than the one waiting: its commit's commands ran
+		// a later commit (a work-product commit) that held its entry
+		// first. (One older than an entry written is the index's to
+		// drop: sessionindex.Put keeps the newest version.)
 		return false
 	}
 	shape := entryShape(e)
@@ -180,11 +180,11 @@ func (p *indexPacer) hold(key string, e sessionindex.Entry, ended bool, interval
 		if ended || p.closed {
 			delete(p.sessions, key)
 		} else {
-			p.sessions[key] = &paced{wrote: now, shape: shape, version: e.Version}
+			p.sessions[key] = &paced{wrote: now, shape: shape}
 		}
 		return true
 	}
-	ps.pending, ps.version = &e, e.Version
+	ps.pending = &e
 	if ps.timer == nil {
 		ps.timer = time.AfterFunc(interval-now.Sub(ps.wrote), func() {
 			p.mu.Lock()

@@ -24,7 +24,7 @@ package tools
 //   - changes made by other hosts on a shared filesystem are not seen until
 //     a walk that walks everything; a workspace other hosts write into while
 //     a session runs should run with watching off
-//     (RALPH_BUILDER_HASH_WATCH=false).
+//     (RALPH_BUILDER_HASH_WATCH=off).
 //
 // One inotify instance serves every root of a Hasher (the kernel allows
 // each user only 128), the watches of a root are removed with it, and a

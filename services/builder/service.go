@@ -773,16 +773,19 @@ func (s *Service) workspaceHash(root, session, task string, attempt, step int, c
 // The start is claimed (store.JournalClaim), not just written: of two
 // deliveries of one step that race, one runs the command.
 func (s *Service) runTool(ctx context.Context, env events.Envelope, journal bus.Journal, exec *tools.Executor, i int, call units.Call) (tools.Result, error) {
-	if !tools.Mutates(call.Name) {
-		// A read (read_file, list_dir, search, read_artifact) changes
-		// nothing: a redelivered step reads again, from the workspace the
-		// journaled calls before it left, rather than keep every page it
-		// read in the journal (a Redis write of up to a page per call).
+	run := func(ctx context.Context) (tools.Result, error) {
 		res, err := exec.Execute(ctx, call.Name, call.Args)
 		if err != nil {
 			return res, fmt.Errorf("tool %s: %w", call.Name, err)
 		}
 		return res, nil
+	}
+	if !tools.Mutates(call.Name) {
+		// A read (read_file, list_dir, search, read_artifact) changes
+		// nothing: a redelivered step reads again, from the workspace the
+		// journaled calls before it left, rather than keep every page it
+		// read in the journal (a Redis write of up to a page per call).
+		return run(ctx)
 	}
 	return bus.Once(ctx, journal, env, fmt.Sprintf("tool:%d", i), func(ctx context.Context) (tools.Result, error) {
 		if call.Name == tools.Run {
@@ -811,11 +814,7 @@ func (s *Service) runTool(ctx context.Context, env events.Envelope, journal bus.
 					started.At.UTC().Format(time.RFC3339)), ExitCode: -1}, nil
 			}
 		}
-		res, err := exec.Execute(ctx, call.Name, call.Args)
-		if err != nil {
-			return res, fmt.Errorf("tool %s: %w", call.Name, err)
-		}
-		return res, nil
+		return run(ctx)
 	})
 }
 

@@ -508,12 +508,21 @@ func taskFile(turn int) string { return fmt.Sprintf("notes-%d.txt", turn) }
 // taskScript is the builder's part of the script for tasks of taskSteps
 // steps: turns 1 to taskSteps-1 each read a file of their own (work that
 // explores, healthy to the stuck detector), then Script's rule says the
-// task is done. It comes before Script's rules.
+// task is done.
 func taskScript(taskSteps int) string {
+	return turnRules("task", taskTitle, taskSteps, func(turn int) string {
+		return fmt.Sprintf(`{content: "reading %s", tool_calls: [{name: read_file, arguments: {path: %q}}]}`, taskFile(turn), taskFile(turn))
+	})
+}
+
+// turnRules are the builder's rules for the tasks whose title holds title:
+// turns 1 to steps-1 of such a task answered with reply(turn), a YAML flow
+// mapping. They come before Script's rules, whose builder rule answers the
+// last turn (the task is done) and everything else.
+func turnRules(name, title string, steps int, reply func(turn int) string) string {
 	var b strings.Builder
-	for turn := 1; turn < taskSteps; turn++ {
-		fmt.Fprintf(&b, "  - {name: task-%d, model: builder, when: {turn: %d, first_user_contains: %q}, reply: {content: \"reading %s\", tool_calls: [{name: read_file, arguments: {path: %q}}]}}\n",
-			turn, turn, taskTitle, taskFile(turn), taskFile(turn))
+	for turn := 1; turn < steps; turn++ {
+		fmt.Fprintf(&b, "  - {name: %s-%d, model: builder, when: {turn: %d, first_user_contains: %q}, reply: %s}\n", name, turn, turn, title, reply(turn))
 	}
 	return b.String()
 }

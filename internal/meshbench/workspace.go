@@ -39,15 +39,11 @@ const (
 // wsScript is the builder's part of the script for the workspace
 // sessions: turns 1 to wsSteps-1 of a task each run one command whose
 // output and effect differ from the turn before (healthy work to the stuck
-// detector), then the model says it is done. It comes before Script's
-// rules, which answer everything else.
+// detector), then the model says it is done.
 func wsScript() string {
-	var b strings.Builder
-	for turn := 1; turn < wsSteps; turn++ {
-		fmt.Fprintf(&b, "  - {name: ws-%d, model: builder, when: {turn: %d, first_user_contains: %q}, reply: {content: \"step %d\", tool_calls: [{name: run, arguments: {command: \"echo %d > out.txt && echo wrote %d\"}}]}}\n",
-			turn, turn, wsTitle, turn, turn, turn)
-	}
-	return b.String()
+	return turnRules("ws", wsTitle, wsSteps, func(turn int) string {
+		return fmt.Sprintf(`{content: "step %d", tool_calls: [{name: run, arguments: {command: "echo %d > out.txt && echo wrote %d"}}]}`, turn, turn, turn)
+	})
 }
 
 // WorkspaceResult is the workspace check's figures.
